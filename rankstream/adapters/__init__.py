@@ -1,0 +1,1 @@
+"""Framework adapters: lifecycle only, no metric math."""

@@ -1,0 +1,178 @@
+"""PyTorch-Ignite adapter: lifecycle only (reset / update / compute / state_dict).
+
+One generic :class:`KernelMetric` holds a kernel's state fields as ONE flat tensor
+``_sums`` on ``device`` (float64, float32 on MPS). ``update`` adds the kernel's batch sums,
+``compute`` all-reduces ``_sums`` through ``ignite.distributed`` (``sync_all_reduce``: one
+collective for the whole state) and hands the totals to the kernel. Each public metric is a
+few lines choosing a kernel with ignite's defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from ignite.exceptions import NotComputableError
+from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
+
+from rankstream.core.inputs import unpack_output
+from rankstream.core.metrics.map import MAPKernel
+from rankstream.core.metrics.ndcg import NDCGKernel
+from rankstream.core.ops import NUMPY, torch_ops
+from rankstream.core.state import NotComputableError as CoreNotComputable
+from rankstream.core.state import Kernel, flat_size, join_flat, split_flat
+
+__all__ = ["KernelMetric", "MAP", "NDCG"]
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _to_tensor(x: Any) -> Any:
+    if x is None or isinstance(x, torch.Tensor):
+        return x
+    return torch.as_tensor(np.asarray(x))
+
+
+class KernelMetric(Metric):
+    """An ignite ``Metric`` over any rankstream kernel.
+
+    ``update`` accepts ``(y_pred, y)``, ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a
+    mapping with those keys. An update that raises leaves the state untouched.
+    """
+
+    _state_dict_all_req_keys = ("_sums",)
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ) -> None:
+        self._kernel = kernel
+        self._fields = dict(kernel.fields)
+        super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
+
+    @property
+    def kernel(self) -> Kernel:
+        return self._kernel
+
+    def _dtype(self) -> torch.dtype:
+        return torch.float32 if torch.device(self._device).type == "mps" else torch.float64
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        self._sums = torch.zeros(flat_size(self._fields), dtype=self._dtype(), device=self._device)
+
+    def _batch_flat(self, output: Any) -> torch.Tensor:
+        y_pred, y, mask, weight = (_to_tensor(v) for v in unpack_output(output))
+        ops = torch_ops()
+        sums = self._kernel.batch_sums(ops, y_pred, y, mask, weight)
+        return join_flat(ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
+
+    @reinit__is_reduced
+    def update(self, output: Any) -> None:
+        # Everything that can fail happens before the one in-place add.
+        flat = self._batch_flat(output)
+        self._sums += flat
+
+    @sync_all_reduce("_sums")
+    def compute(self) -> Any:
+        sums = split_flat(self._sums.detach().cpu().numpy().astype(np.float64), self._fields)
+        try:
+            self._kernel.check_computable(sums)
+        except CoreNotComputable as exc:
+            raise NotComputableError(str(exc)) from exc
+        return self._kernel.finalize(self._kernel.compute(sums, NUMPY))
+
+    def state_sums(self) -> dict[str, np.ndarray]:
+        """This process's (un-reduced) field sums as numpy arrays."""
+        return split_flat(self._sums.detach().cpu().numpy().astype(np.float64), self._fields)
+
+
+class MAP(KernelMetric):
+    """Mean Average Precision at k, a drop-in for ``ignite.metrics.rec_sys.MAP``.
+
+    ``AP@k = (1 / Z) * sum_{j<=k} rel_j * P@j`` with ``Z = min(R, k)`` (ignite's convention;
+    ``denominator="all"`` gives ``Z = R`` as keras-rs), relevant meaning ``y > 0`` (or
+    ``y >= relevance_threshold``). ``compute()`` returns a list ordered by sorted ``top_k``.
+
+    Args:
+        top_k: a positive int or a list of them.
+        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0.
+        output_transform, device, skip_unrolling: as in every ignite metric.
+        denominator: ``"min"`` (default) or ``"all"``.
+        relevance_threshold: ``None`` (``y > 0``) or ``t`` (``y >= t``).
+        ties: ``"first"`` (earlier index ranks first, default) or ``"random"``.
+        seed: seed of the random tie order.
+    """
+
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = torch.device("cpu"),
+        skip_unrolling: bool = False,
+        *,
+        denominator: str = "min",
+        relevance_threshold: float | None = None,
+        ties: str = "first",
+        seed: int | None = None,
+    ) -> None:
+        kernel = MAPKernel(
+            top_k,
+            denominator=denominator,
+            relevance_threshold=relevance_threshold,
+            empty="skip" if ignore_zero_hits else "zero",
+            ties=ties,
+            seed=seed,
+        )
+        self.top_k = kernel.top_k
+        self.ignore_zero_hits = ignore_zero_hits
+        super().__init__(kernel, output_transform, device, skip_unrolling)
+
+
+class NDCG(KernelMetric):
+    """Normalised DCG at k, a drop-in for ``ignite.metrics.rec_sys.NDCG`` (0.5.5).
+
+    ``nDCG@k = DCG@k / IDCG@k`` with ``DCG@k = sum_{j<=k} g(rel_(j)) / log2(j + 1)``; labels
+    below ``relevance_threshold`` count as 0; ``gain_function`` is ``"exp_rank"``
+    (``2^rel - 1``), ``"linear_rank"`` (``rel``) or a callable; ``discount`` an optional
+    callable of the 1-based rank. Ties are broken by item index, earlier first (as ignite's
+    stable sort), or at random with ``ties="random"``. ``compute()`` returns a list ordered
+    by sorted ``top_k``.
+    """
+
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        ignore_zero_hits: bool = True,
+        relevance_threshold: float | None = 1.0,
+        gain_function: str | Callable[[Any], Any] = "exp_rank",
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = torch.device("cpu"),
+        skip_unrolling: bool = False,
+        *,
+        discount: Callable[[Any], Any] | None = None,
+        ties: str = "first",
+        seed: int | None = None,
+    ) -> None:
+        kernel = NDCGKernel(
+            top_k,
+            gain=gain_function,
+            discount=discount,
+            relevance_threshold=relevance_threshold,
+            empty="skip" if ignore_zero_hits else "zero",
+            ties=ties,
+            seed=seed,
+        )
+        self.top_k = kernel.top_k
+        self.ignore_zero_hits = ignore_zero_hits
+        self.relevance_threshold = relevance_threshold
+        self.gain_function = gain_function
+        super().__init__(kernel, output_transform, device, skip_unrolling)

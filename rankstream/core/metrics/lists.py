@@ -1,0 +1,225 @@
+"""Shared machinery of the list metrics (MAP@k, nDCG@k).
+
+A list metric turns one batch into per-list values ``v[i, j]`` at each cut-off ``k_j``, and
+the state keeps three sums: ``value_sum[j] = sum_i w_i v[i, j]``, ``weight_sum = sum_i w_i``
+and ``count = #{i : w_i > 0}``, over the lists that are counted. The result is
+``value_sum / weight_sum``.
+
+Per batch the work is one ``topk`` of the scores at ``K = min(max(k), num_items)`` (plus one
+more column to see ties, see :mod:`rankstream.core.ranking`), one ``topk`` of the labels at
+``K`` (the ideal ordering and ``min(R, K)``), and arithmetic on ``(batch, K)`` arrays; every
+``k`` is read from cumulative sums over that one selection.
+
+Conventions (each adapter picks its peer's defaults):
+
+* ``empty``: what a list with no relevant item counts as: ``"skip"`` (not counted, ignite's
+  ``ignore_zero_hits=True``) or ``"zero"`` (counted with value 0);
+* ``ties``: ``"first"`` (earlier index ranks first) or ``"random"`` (see ``ranking``);
+* a masked item behaves exactly as if it were not in the list;
+* ``k`` past the end of a list is clipped to the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rankstream.core.inputs import ListBatch, check_positive_ints, list_batch
+from rankstream.core.ops import Array, Ops
+from rankstream.core.ranking import check_ties, top_ranked
+from rankstream.core.state import NotComputableError
+
+EMPTY_POLICIES = ("skip", "zero")
+
+
+@dataclass
+class Selection:
+    """What the kernels need from one batch, all ``(B, K)`` in the accumulation dtype."""
+
+    ops: Ops
+    k: int  # K = min(max(top_k), list size)
+    labels: Array  # labels of the ranked items, 0 where masked
+    in_list: Array | None  # 1.0 where the ranked position holds a valid item (None: all)
+    positions: Array  # 1..K, shape (K,)
+    weights: Array | None  # (B,) per-list weights or None
+    has_nan: bool | None
+    n: int  # list size (number of columns)
+    full_labels: Array  # the batch's (B, N) labels, for kernels needing a full pass
+    full_valid: Array | None
+
+    def ideal(self) -> tuple[Array, Array | None]:
+        """Top-``K`` labels of the valid items in decreasing order (the ideal ranking),
+        0 past the last valid item, and a (B, K) 0/1 array marking real items (or None
+        without a mask). One ``topk`` of the labels."""
+        ops = self.ops
+        src = self.full_labels
+        if self.full_valid is not None:
+            src = ops.where(self.full_valid, src, float("-inf"))
+        vals, _ = ops.topk(src, self.k)
+        vals = ops.cast(vals, self.positions.dtype)
+        if self.full_valid is None:
+            return vals, None
+        ok = vals > float("-inf")
+        return ops.where(ok, vals, 0.0), ops.cast(ok, vals.dtype)
+
+
+class ListKernel:
+    """Base of the list metrics. Subclasses implement :meth:`values` and :meth:`has_relevant`."""
+
+    name = "list"
+
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        *,
+        empty: str = "skip",
+        ties: str = "first",
+        seed: Any = None,
+    ) -> None:
+        self.top_k = check_positive_ints(top_k, "top_k")
+        self.ks = self.top_k
+        if empty not in EMPTY_POLICIES:
+            raise ValueError(f"empty must be one of {EMPTY_POLICIES}, got {empty!r}")
+        self.empty = empty
+        self.ties = check_ties(ties)
+        self.seed = seed
+        self._generator: Any = None
+        self.fields: dict[str, tuple[int, ...]] = {
+            "value_sum": (len(self.top_k),),
+            "weight_sum": (),
+            "count": (),
+        }
+
+    # -- to be provided by subclasses ----------------------------------------------------
+    def values(self, sel: Selection) -> Array:
+        """Per-list values at every ``k``: ``(B, len(top_k))``."""
+        raise NotImplementedError
+
+    def has_relevant(self, sel: Selection) -> Array:
+        """``(B,)`` bool: the list holds at least one relevant (valid) item. Called after
+        :meth:`values` on the same selection (kernels may reuse what it computed)."""
+        raise NotImplementedError
+
+    # -- shared ------------------------------------------------------------------------
+    def _tie_generator(self, ops: Ops) -> Any:
+        """One generator per kernel, so a seeded metric gives a reproducible stream."""
+        if self.ties != "random":
+            return None
+        if self._generator is None or getattr(self, "_generator_backend", None) != ops.name:
+            if ops.name == "torch":
+                import torch
+
+                g = torch.Generator(device="cpu")
+                if self.seed is None:
+                    g.seed()
+                else:
+                    g.manual_seed(int(self.seed))
+                self._generator = g
+            else:
+                self._generator = np.random.default_rng(self.seed)
+            self._generator_backend = ops.name
+        return self._generator
+
+    def select(self, batch: ListBatch) -> Selection:
+        ops = batch.ops
+        scores, labels, valid = batch.scores, batch.labels, batch.valid
+        n = batch.list_size
+        k = min(self.top_k[-1], n)
+        acc = ops.acc_dtype(scores)
+        ranked = top_ranked(ops, scores, k, valid=valid, ties=self.ties, generator=self._tie_generator(ops))
+        idx = ranked.indices
+        lab_sel = ops.cast(ops.take_along(labels, idx), acc)
+        in_list = None
+        if valid is not None:
+            in_list = ops.cast(ops.take_along(valid, idx), acc)
+            lab_sel = lab_sel * in_list
+        positions = ops.arange(1, k + 1, scores, acc)
+        return Selection(
+            ops=ops,
+            k=k,
+            labels=lab_sel,
+            in_list=in_list,
+            positions=positions,
+            weights=batch.weights,
+            has_nan=ranked.has_nan,
+            n=n,
+            full_labels=labels,
+            full_valid=valid,
+        )
+
+    def _cut(self, sel: Selection, cum: Array) -> Array:
+        """Columns of a cumulative ``(B, K)`` array at every ``k`` (clipped to ``K``)."""
+        cols = [min(k, sel.k) - 1 for k in self.top_k]
+        idx = sel.ops.asarray(cols, like=cum, dtype=None)
+        return sel.ops.take(cum, idx, axis=1)
+
+    def per_list(
+        self, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None, ops: Ops | None = None
+    ) -> tuple[Array, Array, Array]:
+        """Per-list values ``(B, len(top_k))``, whether each list is counted ``(B,)`` bool,
+        and the list weights ``(B,)`` (ones when no ``sample_weight``)."""
+        batch = list_batch(y_pred, y, mask, sample_weight, ops=ops)
+        sel = self.select(batch)
+        self._check_data(sel)
+        ops = sel.ops
+        self._cache: dict[str, Any] = {}
+        values = self.values(sel)
+        rel = self.has_relevant(sel)
+        self._cache = {}
+        counted = rel if self.empty == "skip" else ops.ones_bool(rel)
+        acc = values.dtype
+        w = sel.weights if sel.weights is not None else ops.zeros((batch.batch_size,), values, acc) + 1.0
+        return values, counted, w
+
+    def _check_data(self, sel: Selection) -> None:
+        if sel.has_nan:
+            raise ValueError("y_pred contains NaN scores (among the items in the lists)")
+        if sel.weights is not None and sel.ops.eager:
+            w = sel.weights
+            bad_neg, bad_nan = sel.ops.host_bools(
+                sel.ops.stack([sel.ops.any(w < 0), sel.ops.any(sel.ops.isnan(w))])
+            )
+            if bad_neg or bad_nan:
+                raise ValueError(
+                    "sample_weight must be finite and non-negative, got "
+                    f"{sel.ops.to_numpy(w)[:8].tolist()}{'...' if w.shape[0] > 8 else ''}"
+                )
+
+    def batch_sums(
+        self, ops: Ops | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
+    ) -> dict[str, Array]:
+        values, counted, w = self.per_list(y_pred, y, mask, sample_weight, ops=ops)
+        ops = ops or _ops_of(values)
+        wc = ops.where(counted, w, 0.0)
+        return {
+            "value_sum": ops.sum(values * wc[:, None], axis=0),
+            "weight_sum": ops.sum(wc),
+            "count": ops.sum(ops.cast(wc > 0, wc.dtype)),
+        }
+
+    def compute(self, sums: Mapping[str, Any], ops: Ops) -> Any:
+        w = sums["weight_sum"]
+        safe = ops.where(w > 0, w, 1.0)
+        return ops.where(w > 0, sums["value_sum"] / safe, 0.0 * sums["value_sum"])
+
+    def check_computable(self, sums: Mapping[str, np.ndarray]) -> None:
+        if not float(np.asarray(sums["weight_sum"])) > 0:
+            raise NotComputableError(
+                f"{type(self).__name__} must have at least one usable list before compute() "
+                f"(lists seen with a relevant item and a positive weight: {int(np.asarray(sums['count']))})"
+            )
+
+    def finalize(self, value: Any) -> list[float]:
+        return [float(v) for v in np.asarray(value).reshape(-1)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(top_k={self.top_k}, empty={self.empty!r}, ties={self.ties!r})"
+
+
+def _ops_of(x: Any) -> Ops:
+    from rankstream.core.ops import get_ops
+
+    return get_ops(x)

@@ -1,0 +1,115 @@
+"""Normalised discounted cumulative gain at k.
+
+For one list, with ``g(.)`` the gain, ``d(j)`` the discount of rank ``j`` and ``y_(j)`` the
+label of the item ranked ``j``-th by the scores::
+
+    DCG@k  = sum_{j <= k} g(y_(j)) * d(j)
+    IDCG@k = the same over the labels sorted in decreasing order (the ideal ranking)
+    nDCG@k = DCG@k / IDCG@k   (0 when IDCG@k = 0)
+
+Defaults: ``g(y) = 2^y - 1`` (``gain="exp_rank"``; ``"linear_rank"`` is ``g(y) = y``, or any
+callable on arrays) and ``d(j) = 1 / log2(j + 1)`` (or any callable of the 1-based rank).
+With ``relevance_threshold=t`` (ignite, default 1.0 there) labels below ``t`` count as 0
+before the gain; ``None`` uses the labels as they are (keras-rs). A list is relevant when
+its best label is ``>= t`` (or ``> 0``); lists without one are skipped or count 0 per the
+``empty`` policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rankstream.core.metrics.lists import ListKernel, Selection
+from rankstream.core.ops import Array
+
+GAIN_NAMES = ("exp_rank", "linear_rank")
+
+
+def exp_gain(y: Array) -> Array:
+    """``2^y - 1``."""
+    return 2.0**y - 1.0
+
+
+def linear_gain(y: Array) -> Array:
+    """``y``."""
+    return y
+
+
+def log2_discount(rank: Array) -> Array:
+    """``1 / log2(rank + 1)`` for 1-based ranks."""
+    return 1.0 / _log2(rank + 1.0)
+
+
+def _log2(x: Array) -> Array:
+    from rankstream.core.ops import get_ops
+
+    return get_ops(x).log2(x)
+
+
+class NDCGKernel(ListKernel):
+    """nDCG@k for every ``k`` in ``top_k`` from one top-``max(k)`` selection."""
+
+    name = "ndcg"
+
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        *,
+        gain: str | Callable[[Array], Array] = "exp_rank",
+        discount: Callable[[Array], Array] | None = None,
+        relevance_threshold: float | None = 1.0,
+        empty: str = "skip",
+        ties: str = "first",
+        seed: Any = None,
+    ) -> None:
+        super().__init__(top_k, empty=empty, ties=ties, seed=seed)
+        if isinstance(gain, str):
+            if gain not in GAIN_NAMES:
+                raise ValueError(f"gain must be one of {GAIN_NAMES} or a callable, got {gain!r}")
+            self.gain_fn: Callable[[Array], Array] = exp_gain if gain == "exp_rank" else linear_gain
+        elif callable(gain):
+            self.gain_fn = gain
+        else:
+            raise TypeError(f"gain must be one of {GAIN_NAMES} or a callable, got {gain!r}")
+        if discount is not None and not callable(discount):
+            raise TypeError(f"discount must be a callable of the 1-based rank or None, got {discount!r}")
+        if relevance_threshold is not None and not relevance_threshold >= 0:
+            raise ValueError(f"relevance_threshold must be >= 0 or None, got {relevance_threshold!r}")
+        self.gain = gain
+        self.discount_fn = discount or log2_discount
+        self.relevance_threshold = relevance_threshold
+
+    def _relevance(self, sel: Selection, labels: Array) -> Array:
+        t = self.relevance_threshold
+        if t is None:
+            return labels
+        return sel.ops.where(labels >= t, labels, 0.0)
+
+    def _gains(self, sel: Selection, labels: Array, in_list: Array | None) -> Array:
+        g = self.gain_fn(self._relevance(sel, labels))
+        return g if in_list is None else g * in_list
+
+    def has_relevant(self, sel: Selection) -> Array:
+        ideal, ideal_in_list = self._cache["ideal"]
+        top = ideal[:, 0]
+        t = self.relevance_threshold
+        rel = top > 0 if t is None else top >= t
+        if ideal_in_list is not None:
+            rel = rel & (ideal_in_list[:, 0] > 0)
+        return rel
+
+    def values(self, sel: Selection) -> Array:
+        ops = sel.ops
+        ideal, ideal_in_list = self._cache["ideal"] = sel.ideal()
+        disc = self.discount_fn(sel.positions)
+        dcg = self._cut(sel, ops.cumsum(self._gains(sel, sel.labels, sel.in_list) * disc, axis=1))
+        idcg = self._cut(sel, ops.cumsum(self._gains(sel, ideal, ideal_in_list) * disc, axis=1))
+        ok = idcg > 0
+        return ops.where(ok, dcg / ops.where(ok, idcg, 1.0), 0.0)
+
+    def __repr__(self) -> str:
+        return (
+            f"NDCGKernel(top_k={self.top_k}, gain={self.gain!r}, relevance_threshold="
+            f"{self.relevance_threshold!r}, empty={self.empty!r}, ties={self.ties!r})"
+        )
