@@ -1,0 +1,98 @@
+"""Naive one-list-at-a-time references, written from the formulas (no rankstream import).
+
+They are deliberately slow and plain: python loops over items, ties broken explicitly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+
+def ranked_items(scores: Sequence[float], valid: Sequence[bool] | None = None) -> list[int]:
+    """Indices of the valid items by score descending, ties by index ascending."""
+    n = len(scores)
+    items = [i for i in range(n) if valid is None or valid[i]]
+    return sorted(items, key=lambda i: (-float(scores[i]), i))
+
+
+def average_precision(
+    scores: Sequence[float],
+    labels: Sequence[float],
+    k: int,
+    *,
+    valid: Sequence[bool] | None = None,
+    denominator: str = "min",
+    threshold: float | None = None,
+) -> float | None:
+    """AP@k of one list, or None when the list holds no relevant item."""
+
+    def rel(y: float) -> bool:
+        return y > 0 if threshold is None else y >= threshold
+
+    order = ranked_items(scores, valid)
+    relevant = [i for i in order if rel(labels[i])]
+    r = len(relevant)
+    if r == 0:
+        return None
+    hits = 0
+    total = 0.0
+    for j, i in enumerate(order[:k], start=1):
+        if rel(labels[i]):
+            hits += 1
+            total += hits / j
+    z = min(r, k) if denominator == "min" else r
+    return total / z
+
+
+def ndcg(
+    scores: Sequence[float],
+    labels: Sequence[float],
+    k: int,
+    *,
+    valid: Sequence[bool] | None = None,
+    gain: Callable[[float], float] = lambda y: 2.0**y - 1.0,
+    discount: Callable[[int], float] = lambda j: 1.0 / math.log2(j + 1),
+    threshold: float | None = 1.0,
+) -> float | None:
+    """nDCG@k of one list (labels below ``threshold`` count as 0), or None when no label
+    reaches the threshold (no relevant item)."""
+
+    def relevance(y: float) -> float:
+        return y if threshold is None or y >= threshold else 0.0
+
+    order = ranked_items(scores, valid)
+    rels = [relevance(float(labels[i])) for i in order]
+    has_rel = any((y > 0 if threshold is None else y >= threshold) for y in (float(labels[i]) for i in order))
+    if not has_rel:
+        return None
+    dcg = sum(gain(y) * discount(j) for j, y in enumerate(rels[:k], start=1))
+    ideal = sorted(rels, reverse=True)
+    idcg = sum(gain(y) * discount(j) for j, y in enumerate(ideal[:k], start=1))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def mean_over_lists(
+    per_list: Callable[..., float | None],
+    scores: Sequence[Sequence[float]],
+    labels: Sequence[Sequence[float]],
+    k: int,
+    *,
+    masks: Sequence[Sequence[bool]] | None = None,
+    weights: Sequence[float] | None = None,
+    empty: str = "skip",
+    **kw: object,
+) -> float | None:
+    """Weighted mean of a per-list metric; lists with no relevant item skipped or 0."""
+    num = 0.0
+    den = 0.0
+    for b in range(len(scores)):
+        v = per_list(scores[b], labels[b], k, valid=None if masks is None else masks[b], **kw)
+        w = 1.0 if weights is None else float(weights[b])
+        if v is None:
+            if empty == "skip":
+                continue
+            v = 0.0
+        num += w * v
+        den += w
+    return num / den if den > 0 else None
