@@ -1,0 +1,31 @@
+"""Timing helpers shared by the benchmark scripts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def median_ms(fn: Callable[[], object], repeat: int = 7, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` in milliseconds after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2] * 1e3
+
+
+def markdown_table(rows: list[dict], columns: list[str]) -> str:
+    def fmt(v: object) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        lines.append("| " + " | ".join(fmt(r.get(c, "")) for c in columns) + " |")
+    return "\n".join(lines)
