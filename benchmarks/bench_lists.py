@@ -34,17 +34,40 @@ def run(quick: bool = False) -> list[dict]:
         ours_map = MAP(top_k=KS)
         ours_ndcg = NDCG(top_k=KS)
         peer_ndcg = IgniteNDCG(top_k=KS)
-        t_map = median_ms(lambda: ours_map.update((s, y)), repeat)
-        t_ndcg = median_ms(lambda: ours_ndcg.update((s, y)), repeat)
-        t_peer = median_ms(lambda: peer_ndcg.update((s, y)), max(3, repeat // 2))
+        t_map = median_ms(lambda m=ours_map, s=s, y=y: m.update((s, y)), repeat)
+        t_ndcg = median_ms(lambda m=ours_ndcg, s=s, y=y: m.update((s, y)), repeat)
+        t_peer = median_ms(lambda m=peer_ndcg, s=s, y=y: m.update((s, y)), max(3, repeat // 2))
         case = f"{batch}x{items} {labels}"
-        rows.append({"case": case, "metric": "torch.topk floor", "ms": floor, "x floor": 1.0, "peer / ours": ""})
-        rows.append({"case": case, "metric": "rankstream MAP", "ms": t_map, "x floor": t_map / floor,
-                     "peer / ours": ""})
-        rows.append({"case": case, "metric": "rankstream NDCG", "ms": t_ndcg, "x floor": t_ndcg / floor,
-                     "peer / ours": t_peer / t_ndcg})
-        rows.append({"case": case, "metric": "ignite NDCG 0.5.5", "ms": t_peer, "x floor": t_peer / floor,
-                     "peer / ours": ""})
+        rows.append(
+            {"case": case, "metric": "torch.topk floor", "ms": floor, "x floor": 1.0, "peer / ours": ""}
+        )
+        rows.append(
+            {
+                "case": case,
+                "metric": "rankstream MAP",
+                "ms": t_map,
+                "x floor": t_map / floor,
+                "peer / ours": "",
+            }
+        )
+        rows.append(
+            {
+                "case": case,
+                "metric": "rankstream NDCG",
+                "ms": t_ndcg,
+                "x floor": t_ndcg / floor,
+                "peer / ours": t_peer / t_ndcg,
+            }
+        )
+        rows.append(
+            {
+                "case": case,
+                "metric": "ignite NDCG 0.5.5",
+                "ms": t_peer,
+                "x floor": t_peer / floor,
+                "peer / ours": "",
+            }
+        )
     return rows
 
 

@@ -18,7 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = [
     ("MAP@k and nDCG@k, Ignite adapter (torch CPU)", "benchmarks.bench_lists", {}),
-    ("nDCG / MAP, Keras adapter on the torch backend vs keras-rs", "benchmarks.bench_keras", {"KERAS_BACKEND": "torch"}),
+    (
+        "nDCG / MAP, Keras adapter on the torch backend vs keras-rs",
+        "benchmarks.bench_keras",
+        {"KERAS_BACKEND": "torch"},
+    ),
     ("Streamed rank-based metrics (ranks from scores)", "benchmarks.bench_ranks", {}),
     ("Closed-form statistics (GMR, MRR) vs PyKEEN", "benchmarks.bench_stats", {}),
 ]

@@ -100,12 +100,19 @@ def main(epochs: int = 5) -> None:
     trainer.run(perm_batches, max_epochs=epochs)
     elapsed = time.perf_counter() - t0
 
-    header = "epoch | " + " | ".join(f"MAP@{k:<2}" for k in KS) + " | " + " | ".join(f"NDCG@{k:<2}" for k in KS)
-    print(f"\nMatrix factorisation on {n_users} users x {n_items} items, held-out interactions, seen items masked")
+    header = (
+        "epoch | " + " | ".join(f"MAP@{k:<2}" for k in KS) + " | " + " | ".join(f"NDCG@{k:<2}" for k in KS)
+    )
+    print(f"\nMatrix factorisation, {n_users} users x {n_items} items; held-out items, seen items masked")
     print(header)
     print("-" * len(header))
     for epoch, map_k, ndcg_k in history:
-        print(f"{epoch if epoch else 'init':>5} | " + " | ".join(f"{v:6.4f}" for v in map_k) + " | " + " | ".join(f"{v:7.4f}" for v in ndcg_k))
+        print(
+            f"{epoch if epoch else 'init':>5} | "
+            + " | ".join(f"{v:6.4f}" for v in map_k)
+            + " | "
+            + " | ".join(f"{v:7.4f}" for v in ndcg_k)
+        )
     print(f"({epochs} epochs of training and evaluation in {elapsed:.1f} s)")
 
 

@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
+import reference as ref
 import torch
 from ignite.engine import Engine
 from ignite.exceptions import NotComputableError
 from ignite.metrics.rec_sys import NDCG as IgniteNDCG
 
-import reference as ref
 from rankstream.ignite import MAP, NDCG
 
 
@@ -49,7 +49,8 @@ def test_seed_map_example_prints_documented_values():
 
 
 @pytest.mark.parametrize(
-    "ignore_zero_hits, expected", [(True, [0.0, 0.3868, 0.3868, 0.6509]), (False, [0.0, 0.1934, 0.1934, 0.3254])]
+    "ignore_zero_hits, expected",
+    [(True, [0.0, 0.3868, 0.3868, 0.6509]), (False, [0.0, 0.1934, 0.1934, 0.3254])],
 )
 def test_ignite_ndcg_doc_examples(ignore_zero_hits, expected):
     y_pred = torch.Tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -106,9 +107,13 @@ def test_map_matches_naive_reference(seed, denominator, ignore_zero_hits):
     top_k = sorted({int(x) for x in rng.integers(1, n_items + 4, size=3)})
     batches = random_batches(rng, 3, n_items, graded=seed % 2 == 1, ties=seed % 3 != 0)
     threshold = None if seed % 4 else 2.0
-    metric = MAP(top_k=top_k, ignore_zero_hits=ignore_zero_hits, denominator=denominator, relevance_threshold=threshold)
+    metric = MAP(
+        top_k=top_k, ignore_zero_hits=ignore_zero_hits, denominator=denominator, relevance_threshold=threshold
+    )
     empty = "skip" if ignore_zero_hits else "zero"
-    expected = [naive_map(batches, k, denominator=denominator, threshold=threshold, empty=empty) for k in top_k]
+    expected = [
+        naive_map(batches, k, denominator=denominator, threshold=threshold, empty=empty) for k in top_k
+    ]
     if expected[0] is None:
         with pytest.raises(NotComputableError):
             run_engine(metric, batches)
@@ -124,10 +129,14 @@ def test_map_mask_and_weights_match_naive_reference():
     m = rng.random((b, n)) < 0.7
     w = rng.integers(0, 4, size=b).astype(np.float32)
     metric = MAP(top_k=[1, 3, 20])
-    metric.update((torch.from_numpy(s), torch.from_numpy(y), {"mask": torch.from_numpy(m), "sample_weight": w}))
+    metric.update(
+        (torch.from_numpy(s), torch.from_numpy(y), {"mask": torch.from_numpy(m), "sample_weight": w})
+    )
     got = metric.compute()
     expected = [
-        ref.mean_over_lists(ref.average_precision, s.tolist(), y.tolist(), k, masks=m.tolist(), weights=w.tolist())
+        ref.mean_over_lists(
+            ref.average_precision, s.tolist(), y.tolist(), k, masks=m.tolist(), weights=w.tolist()
+        )
         for k in [1, 3, 20]
     ]
     assert got == pytest.approx(expected, abs=1e-12)
@@ -148,12 +157,26 @@ def test_ndcg_mask_weights_and_callables_match_naive_reference():
         return 1.0 / j
 
     metric = NDCG(top_k=[2, 5], gain_function=gain, discount=disc, relevance_threshold=1.0)
-    metric.update({"y_pred": torch.from_numpy(s), "y": torch.from_numpy(y), "mask": torch.from_numpy(m),
-                   "sample_weight": torch.from_numpy(w)})
+    metric.update(
+        {
+            "y_pred": torch.from_numpy(s),
+            "y": torch.from_numpy(y),
+            "mask": torch.from_numpy(m),
+            "sample_weight": torch.from_numpy(w),
+        }
+    )
     got = metric.compute()
     expected = [
-        ref.mean_over_lists(ref.ndcg, s.tolist(), y.tolist(), k, masks=m.tolist(), weights=w.tolist(),
-                            gain=lambda v: v * v, discount=lambda j: 1.0 / j)
+        ref.mean_over_lists(
+            ref.ndcg,
+            s.tolist(),
+            y.tolist(),
+            k,
+            masks=m.tolist(),
+            weights=w.tolist(),
+            gain=lambda v: v * v,
+            discount=lambda j: 1.0 / j,
+        )
         for k in [2, 5]
     ]
     assert got == pytest.approx(expected, abs=1e-7)
@@ -186,7 +209,7 @@ def test_random_ties_average_to_the_closed_form_expectation():
     # (MATH.md, Hoeffding); the mean over many seeded draws must approach it.
     n, k = 6, 3
     y = torch.tensor([[3.0, 0, 1, 0, 2, 0]])
-    g = (2.0 ** y - 1)[0]
+    g = (2.0**y - 1)[0]
     disc = sum(1 / math.log2(j + 1) for j in range(1, k + 1))
     ideal = sorted(g.tolist(), reverse=True)
     idcg = sum(v / math.log2(j + 1) for j, v in enumerate(ideal[:k], start=1))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -14,7 +16,9 @@ KERNELS = {
     "map_min": lambda ks: MAPKernel(ks),
     "map_all_zero": lambda ks: MAPKernel(ks, denominator="all", empty="zero"),
     "ndcg": lambda ks: NDCGKernel(ks),
-    "ndcg_linear_nothr": lambda ks: NDCGKernel(ks, gain="linear_rank", relevance_threshold=None, empty="zero"),
+    "ndcg_linear_nothr": lambda ks: NDCGKernel(
+        ks, gain="linear_rank", relevance_threshold=None, empty="zero"
+    ),
 }
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -62,7 +66,7 @@ def test_any_batch_split_and_order_gives_the_same_result(backend, name, data, cu
     to = BACKENDS[backend]
     whole = result_or_none(state_of(KERNELS[name](ks), [(s, y, m, w)], to))
     bounds = sorted({0, len(s), *[c for c in cuts if c < len(s)]})
-    parts = [(s[a:b], y[a:b], m[a:b], w[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+    parts = [(s[a:b], y[a:b], m[a:b], w[a:b]) for a, b in itertools.pairwise(bounds) if b > a]
     np.random.default_rng(order_seed).shuffle(parts)
     split = result_or_none(state_of(KERNELS[name](ks), parts, to))
     # Also as separate states merged (map-reduce).

@@ -21,10 +21,13 @@ from rankstream.core.inputs import unpack_output
 from rankstream.core.metrics.map import MAPKernel
 from rankstream.core.metrics.ndcg import NDCGKernel
 from rankstream.core.ops import NUMPY, torch_ops
-from rankstream.core.state import NotComputableError as CoreNotComputable
 from rankstream.core.state import Kernel, flat_size, join_flat, split_flat
+from rankstream.core.state import NotComputableError as CoreNotComputable
 
-__all__ = ["KernelMetric", "MAP", "NDCG"]
+__all__ = ["MAP", "NDCG", "KernelMetric"]
+
+
+_CPU = torch.device("cpu")
 
 
 def _identity(x: Any) -> Any:
@@ -50,7 +53,7 @@ class KernelMetric(Metric):
         self,
         kernel: Kernel,
         output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = torch.device("cpu"),
+        device: str | torch.device = _CPU,
         skip_unrolling: bool = False,
     ) -> None:
         self._kernel = kernel
@@ -116,7 +119,7 @@ class MAP(KernelMetric):
         top_k: int | list[int] = 10,
         ignore_zero_hits: bool = True,
         output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = torch.device("cpu"),
+        device: str | torch.device = _CPU,
         skip_unrolling: bool = False,
         *,
         denominator: str = "min",
@@ -155,7 +158,7 @@ class NDCG(KernelMetric):
         relevance_threshold: float | None = 1.0,
         gain_function: str | Callable[[Any], Any] = "exp_rank",
         output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = torch.device("cpu"),
+        device: str | torch.device = _CPU,
         skip_unrolling: bool = False,
         *,
         discount: Callable[[Any], Any] | None = None,

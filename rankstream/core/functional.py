@@ -33,7 +33,9 @@ def map_at_k(
     """Average precision at ``k`` of every list: shape ``(batch,)`` for an int ``k``,
     ``(batch, len(k))`` (sorted ``k``) for a list. See :class:`~rankstream.core.metrics.map.MAPKernel`
     for the formula and the conventions."""
-    kernel = MAPKernel(k, denominator=denominator, relevance_threshold=relevance_threshold, ties=ties, seed=seed)
+    kernel = MAPKernel(
+        k, denominator=denominator, relevance_threshold=relevance_threshold, ties=ties, seed=seed
+    )
     values, counted, _ = kernel.per_list(y_pred, y, mask)
     out = _squeeze(values, k)
     return (out, counted) if return_counted else out

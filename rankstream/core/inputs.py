@@ -56,7 +56,7 @@ def as_array(ops: Ops, x: Any, name: str) -> Array:
         return x
     try:
         return ops.asarray(x)
-    except Exception as exc:  # noqa: BLE001 - re-raised with the argument's name
+    except Exception as exc:
         raise TypeError(f"{name} must be array-like, got {_describe(x)}: {exc}") from exc
 
 
@@ -122,7 +122,9 @@ def list_batch(
     if len(y_pred.shape) != 2:
         raise ValueError(f"y_pred must be 2-D (batch, num_items), got shape {_shape(y_pred)}")
     if _shape(y) != _shape(y_pred):
-        raise ValueError(f"y_pred and y must have the same shape, got y_pred {_shape(y_pred)} and y {_shape(y)}")
+        raise ValueError(
+            f"y_pred and y must have the same shape, got y_pred {_shape(y_pred)} and y {_shape(y)}"
+        )
     if ops.is_bool(y_pred) or not ops.is_numeric(y_pred):
         raise TypeError(f"y_pred must hold real scores, got dtype {ops.dtype_name(y_pred)}")
     if not ops.is_floating(y_pred):
@@ -136,7 +138,9 @@ def list_batch(
         if _shape(mask) != _shape(y_pred):
             raise ValueError(f"mask must have the shape of y_pred {_shape(y_pred)}, got {_shape(mask)}")
         if not ops.is_bool(mask):
-            raise TypeError(f"mask must be a bool array (True = keep the item), got dtype {ops.dtype_name(mask)}")
+            raise TypeError(
+                f"mask must be a bool array (True = keep the item), got dtype {ops.dtype_name(mask)}"
+            )
     weights = None
     if sample_weight is not None:
         w = as_array(ops, sample_weight, "sample_weight")

@@ -133,7 +133,9 @@ class NumpyOps(Ops):
     def ones_bool(self, like: Array) -> Array:
         return np.ones(like.shape, dtype=bool)
 
-    def count_relevant(self, labels: Array, threshold: float, strict: bool, valid: Array | None, dtype: Any) -> Array:
+    def count_relevant(
+        self, labels: Array, threshold: float, strict: bool, valid: Array | None, dtype: Any
+    ) -> Array:
         """Per row, the number of valid items with ``label > threshold`` (``strict``) or
         ``label >= threshold``."""
         rel = labels > threshold if strict else labels >= threshold
@@ -270,7 +272,9 @@ class TorchOps(NumpyOps):
     def ones_bool(self, like: Array) -> Array:
         return self.torch.ones(like.shape, dtype=self.torch.bool, device=like.device)
 
-    def count_relevant(self, labels: Array, threshold: float, strict: bool, valid: Array | None, dtype: Any) -> Array:
+    def count_relevant(
+        self, labels: Array, threshold: float, strict: bool, valid: Array | None, dtype: Any
+    ) -> Array:
         """Per row, the number of valid items with ``label > threshold`` (``strict``) or
         ``label >= threshold``.
 

@@ -46,7 +46,9 @@ class MAPKernel(ListKernel):
         if denominator not in DENOMINATORS:
             raise ValueError(f"denominator must be one of {DENOMINATORS}, got {denominator!r}")
         if relevance_threshold is not None and not relevance_threshold > 0:
-            raise ValueError(f"relevance_threshold must be > 0 or None (label > 0), got {relevance_threshold!r}")
+            raise ValueError(
+                f"relevance_threshold must be > 0 or None (label > 0), got {relevance_threshold!r}"
+            )
         self.denominator = denominator
         self.relevance_threshold = relevance_threshold
 
