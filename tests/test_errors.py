@@ -98,7 +98,7 @@ def test_state_load_and_merge_are_checked():
     with pytest.raises(ValueError, match="missing fields"):
         st.load({"value_sum": np.zeros(2)})
     with pytest.raises(ValueError, match="shape"):
-        st.load({"value_sum": np.zeros(3), "weight_sum": 0.0, "count": 0.0})
+        st.load({"value_sum": np.zeros(3), "weight_sum": 0.0, "count": 0.0, "invalid": 0.0})
     with pytest.raises(ValueError, match="different fields"):
         st.merge(State(MAPKernel([1])))
 

@@ -6,13 +6,14 @@ import math
 
 import numpy as np
 import pytest
-import reference as ref
 import torch
 from ignite.engine import Engine
 from ignite.exceptions import NotComputableError
 from ignite.metrics.rec_sys import NDCG as IgniteNDCG
 
 from rankstream.ignite import MAP, NDCG
+
+import reference as ref
 
 
 def run_engine(metric, batches):

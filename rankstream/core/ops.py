@@ -32,6 +32,12 @@ class Ops:
     native_stable = False
     eager = True
 
+    def can_read(self, x: Array) -> bool:
+        """Whether reading a value of ``x`` back on the host is cheap (no device sync) and
+        possible (not tracing). Kernels raise on bad data right away when it is; otherwise
+        they count it into the state and ``compute()`` raises."""
+        return self.eager
+
     # -- creation / conversion -------------------------------------------------------
     def acc_dtype(self, x: Array) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
@@ -186,6 +192,33 @@ class TorchOps(NumpyOps):
         if dev is not None and dev.type == "mps":
             return self.torch.float32
         return self.torch.float64
+
+    def can_read(self, x: Array) -> bool:
+        return getattr(x, "device", None) is None or x.device.type == "cpu"
+
+    def topk_first_packed(self, scores: Array, k: int, valid: Array | None) -> tuple[Array, Array] | None:
+        """Exact top-``k`` with ties broken by index (earlier first) and masked items last,
+        in ONE ``topk`` and no host read: each score is mapped to an order-preserving int32
+        (sign-magnitude to two's complement, with -0.0 folded onto +0.0) and packed with the
+        inverted column index into an int64 key. Returns ``(indices, nan_rows)``; NaN maps
+        above +inf, as ``torch.topk`` orders it. ``None`` when the scores are not a float
+        type of at most 32 bits (float64 keeps the read-back path)."""
+        torch = self.torch
+        if scores.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            return None
+        n = scores.shape[-1]
+        x = scores.to(torch.float32) + 0.0  # -0.0 + 0.0 == +0.0
+        bits = x.view(torch.int32)
+        ordered = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+        inv_index = (n - 1) - torch.arange(n, device=scores.device, dtype=torch.int64)
+        key = (ordered.to(torch.int64) << 32) | inv_index
+        if valid is not None:
+            key = torch.where(valid, key, torch.iinfo(torch.int64).min)
+        top = torch.topk(key, k, dim=-1, largest=True, sorted=True)
+        nan_rows = torch.isnan(torch.gather(x, -1, top.indices[:, :1]))[:, 0]
+        if valid is not None:
+            nan_rows = nan_rows & torch.gather(valid, -1, top.indices[:, :1])[:, 0]
+        return top.indices, nan_rows
 
     def asarray(self, x: Any, like: Array = None, dtype: Any = None) -> Array:
         device = like.device if like is not None and hasattr(like, "device") else None

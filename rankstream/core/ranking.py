@@ -14,9 +14,12 @@ selection; only those rows are re-ranked with a full stable sort. Random ties ap
 random column permutation (a uniformly random tie order within every row) and then the
 stable rule, then map indices back.
 
-Host reads: the NaN check and the tie branch read two booleans back from the device in
-one transfer (free on CPU; one small sync on an accelerator). Backends whose ``topk`` is
-already stable and which cannot read values back (JAX/TF under ``jit``) skip both.
+Host reads: where reading back is free (CPU, eager), the NaN check and the tie branch read
+two booleans back in one transfer. Where it would be a device sync (an accelerator) or is
+impossible (tracing under ``jit``), nothing is read: torch ranks with one exact stable
+``topk`` over packed int64 keys (``TorchOps.topk_first_packed``), backends whose ``topk``
+is already stable (JAX, TensorFlow) use it as it is, and NaN rows are returned as a device
+array for the kernel to count into the state (``compute()`` raises on them).
 """
 
 from __future__ import annotations
@@ -29,13 +32,19 @@ from rankstream.core.ops import Array, Ops
 TIE_POLICIES = ("first", "random")
 
 
+# Tests set this to exercise the accelerator (no read-back) path on CPU.
+FORCE_NO_READ = False
+
+
 @dataclass
 class Ranked:
-    """Result of :func:`top_ranked`: ``indices`` (B, K) in rank order; ``has_nan`` is a
-    python bool when the backend is eager (NaN among the valid scores), else ``None``."""
+    """Result of :func:`top_ranked`: ``indices`` (B, K) in rank order. ``has_nan`` is a python
+    bool when values could be read back (NaN among the valid scores), else ``None`` and
+    ``nan_rows`` is a (B,) bool device array (or None when the backend cannot tell)."""
 
     indices: Array
     has_nan: bool | None
+    nan_rows: Array | None = None
 
 
 def check_ties(ties: str) -> str:
@@ -60,36 +69,58 @@ def top_ranked(
     through the mask.
     """
     n = scores.shape[-1]
-    neg_inf = float("-inf")
-    s = scores if valid is None else ops.where(valid, scores, neg_inf)
     perm = None
     if ties == "random" and n > 1:
         perm = ops.randperm(n, scores, generator)
-        s = ops.take(s, perm, axis=1)
+        scores = ops.take(scores, perm, axis=1)
         if valid is not None:
             valid = ops.take(valid, perm, axis=1)
-    kq = min(k + 1, n)
-    vals, idx = ops.topk(s, kq)
-    has_nan = None
-    if ops.eager:
-        nan_any = ops.any(ops.isnan(vals[:, 0]))
-        tie_rows = None
-        if not ops.native_stable or valid is not None:
-            if kq > 1:
-                tie_rows = ops.any(vals[:, 1:] == vals[:, :-1], axis=1)
-        if tie_rows is None:
-            has_nan = ops.host_bools(nan_any)[0]
-        else:
-            has_nan, any_tie = ops.host_bools(ops.stack([nan_any, ops.any(tie_rows)]))
-            if any_tie and not has_nan:
-                rows = ops.nonzero(tie_rows)
-                sub = ops.take(s, rows, axis=0)
-                keys = [sub]
-                if valid is not None:
-                    keys.append(ops.cast(ops.take(valid, rows, axis=0), sub.dtype))
-                exact = ops.stable_argsort_desc(keys)[:, :kq]
-                idx = ops.set_rows(idx, rows, exact)
-    idx = idx[:, :k]
+    if ops.can_read(scores) and not FORCE_NO_READ:
+        idx, has_nan, nan_rows = _top_read_back(ops, scores, k, valid)
+    else:
+        idx, has_nan, nan_rows = _top_no_read(ops, scores, k, valid)
     if perm is not None:
         idx = ops.lookup(perm, idx)
-    return Ranked(indices=idx, has_nan=has_nan)
+    return Ranked(indices=idx, has_nan=has_nan, nan_rows=nan_rows)
+
+
+def _masked(ops: Ops, scores: Array, valid: Array | None) -> Array:
+    return scores if valid is None else ops.where(valid, scores, float("-inf"))
+
+
+def _top_read_back(ops: Ops, scores: Array, k: int, valid: Array | None) -> tuple[Array, bool, None]:
+    """CPU / eager: ``topk`` at ``k + 1``, then re-rank only the rows showing a tie."""
+    n = scores.shape[-1]
+    s = _masked(ops, scores, valid)
+    kq = min(k + 1, n)
+    vals, idx = ops.topk(s, kq)
+    nan_any = ops.any(ops.isnan(vals[:, 0]))
+    if kq == 1 or (ops.native_stable and valid is None):
+        return idx[:, :k], ops.host_bools(nan_any)[0], None
+    tie_rows = ops.any(vals[:, 1:] == vals[:, :-1], axis=1)
+    has_nan, any_tie = ops.host_bools(ops.stack([nan_any, ops.any(tie_rows)]))
+    if any_tie and not has_nan:
+        rows = ops.nonzero(tie_rows)
+        sub = ops.take(s, rows, axis=0)
+        keys = [sub]
+        if valid is not None:  # a valid -inf score still ranks before a masked item
+            keys.append(ops.cast(ops.take(valid, rows, axis=0), sub.dtype))
+        idx = ops.set_rows(idx, rows, ops.stable_argsort_desc(keys)[:, :kq])
+    return idx[:, :k], has_nan, None
+
+
+def _top_no_read(ops: Ops, scores: Array, k: int, valid: Array | None) -> tuple[Array, None, Array]:
+    """Accelerators and tracing: no value is read back. Torch packs score and index into
+    one exact int64 key; JAX/TF ``top_k`` is stable already. (Without a packed key and with a
+    mask, a valid item scored -inf may rank after a masked one: both are -inf.)"""
+    packed = ops.topk_first_packed(scores, k, valid) if hasattr(ops, "topk_first_packed") else None
+    if packed is not None:
+        idx, nan_rows = packed
+        return idx, None, nan_rows
+    vals, idx = ops.topk(_masked(ops, scores, valid), k)
+    return idx, None, ops.isnan(vals[:, 0])
+
+
+def scores_perm(ops: Ops, scores: Array, perm: Array | None) -> Array:
+    """The raw scores in the (possibly permuted) column order used for ranking."""
+    return scores if perm is None else ops.take(scores, perm, axis=1)

@@ -36,6 +36,18 @@ EMPTY_POLICIES = ("skip", "zero")
 
 
 @dataclass
+class ListValues:
+    """One batch evaluated: ``values`` (B, len(top_k)); ``counted`` (B,) bool (has a relevant
+    item, or every list under ``empty="zero"``); ``weights`` (B,); ``invalid`` (B,) bool or
+    None (lists with bad data, flagged only where update cannot raise)."""
+
+    values: Array
+    counted: Array
+    weights: Array
+    invalid: Array | None
+
+
+@dataclass
 class Selection:
     """What the kernels need from one batch, all ``(B, K)`` in the accumulation dtype."""
 
@@ -46,6 +58,7 @@ class Selection:
     positions: Array  # 1..K, shape (K,)
     weights: Array | None  # (B,) per-list weights or None
     has_nan: bool | None
+    nan_rows: Array | None  # (B,) bool on the device when values could not be read back
     n: int  # list size (number of columns)
     full_labels: Array  # the batch's (B, N) labels, for kernels needing a full pass
     full_valid: Array | None
@@ -91,6 +104,7 @@ class ListKernel:
             "value_sum": (len(self.top_k),),
             "weight_sum": (),
             "count": (),
+            "invalid": (),  # lists with bad data found where update could not raise
         }
 
     # -- to be provided by subclasses ----------------------------------------------------
@@ -145,6 +159,7 @@ class ListKernel:
             positions=positions,
             weights=batch.weights,
             has_nan=ranked.has_nan,
+            nan_rows=ranked.nan_rows,
             n=n,
             full_labels=labels,
             full_valid=valid,
@@ -152,19 +167,23 @@ class ListKernel:
 
     def _cut(self, sel: Selection, cum: Array) -> Array:
         """Columns of a cumulative ``(B, K)`` array at every ``k`` (clipped to ``K``)."""
-        cols = [min(k, sel.k) - 1 for k in self.top_k]
-        idx = sel.ops.asarray(cols, like=cum, dtype=None)
-        return sel.ops.take(cum, idx, axis=1)
+        # Column slices stacked on the device (no host-to-device index copy).
+        return sel.ops.stack([cum[:, min(k, sel.k) - 1] for k in self.top_k], axis=1)
 
-    def per_list(
+    def evaluate(
         self, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None, ops: Ops | None = None
-    ) -> tuple[Array, Array, Array]:
-        """Per-list values ``(B, len(top_k))``, whether each list is counted ``(B,)`` bool,
-        and the list weights ``(B,)`` (ones when no ``sample_weight``)."""
+    ) -> ListValues:
+        """Per-list values of one batch with their weights and validity (see :class:`ListValues`).
+
+        Bad data (NaN scores among the valid items, negative or NaN weights) raises
+        ``ValueError`` here when the values can be read back for free (CPU); otherwise (an
+        accelerator, or tracing) the offending lists are flagged in ``invalid`` so the caller
+        can count them into the state and ``compute()`` raises instead: ``update`` never
+        forces a device sync."""
         batch = list_batch(y_pred, y, mask, sample_weight, ops=ops)
         sel = self.select(batch)
-        self._check_data(sel)
         ops = sel.ops
+        invalid = self._check_data(sel)
         self._cache: dict[str, Any] = {}
         values = self.values(sel)
         rel = self.has_relevant(sel)
@@ -172,32 +191,57 @@ class ListKernel:
         counted = rel if self.empty == "skip" else ops.ones_bool(rel)
         acc = values.dtype
         w = sel.weights if sel.weights is not None else ops.zeros((batch.batch_size,), values, acc) + 1.0
-        return values, counted, w
+        return ListValues(values=values, counted=counted, weights=w, invalid=invalid)
 
-    def _check_data(self, sel: Selection) -> None:
-        if sel.has_nan:
-            raise ValueError("y_pred contains NaN scores (among the items in the lists)")
-        if sel.weights is not None and sel.ops.eager:
-            w = sel.weights
-            bad_neg, bad_nan = sel.ops.host_bools(
-                sel.ops.stack([sel.ops.any(w < 0), sel.ops.any(sel.ops.isnan(w))])
-            )
-            if bad_neg or bad_nan:
-                raise ValueError(
-                    "sample_weight must be finite and non-negative, got "
-                    f"{sel.ops.to_numpy(w)[:8].tolist()}{'...' if w.shape[0] > 8 else ''}"
-                )
+    def per_list(
+        self, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None, ops: Ops | None = None
+    ) -> tuple[Array, Array, Array]:
+        """Per-list values ``(B, len(top_k))``, whether each list is counted ``(B,)`` bool,
+        and the list weights ``(B,)`` (ones when no ``sample_weight``). Lists flagged invalid
+        (possible only where values cannot be read back) get NaN values."""
+        out = self.evaluate(y_pred, y, mask, sample_weight, ops)
+        values = out.values
+        if out.invalid is not None:
+            values = _ops_of(values).where(out.invalid[:, None], float("nan"), values)
+        return values, out.counted, out.weights
+
+    def _check_data(self, sel: Selection) -> Array | None:
+        """Raise on bad data when it can be read back; else return (B,) bool invalid rows."""
+        ops = sel.ops
+        w = sel.weights
+        if sel.has_nan is not None:  # the values were read back: raise now
+            if sel.has_nan:
+                raise ValueError("y_pred contains NaN scores (among the items in the lists)")
+            if w is not None:
+                bad_neg, bad_nan = ops.host_bools(ops.stack([ops.any(w < 0), ops.any(ops.isnan(w))]))
+                if bad_neg or bad_nan:
+                    raise ValueError(
+                        "sample_weight must be finite and non-negative, got "
+                        f"{ops.to_numpy(w)[:8].tolist()}{'...' if w.shape[0] > 8 else ''}"
+                    )
+            return None
+        invalid = sel.nan_rows
+        if w is not None:
+            bad_w = (w < 0) | ops.isnan(w)
+            invalid = bad_w if invalid is None else invalid | bad_w
+        return invalid
 
     def batch_sums(
         self, ops: Ops | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
     ) -> dict[str, Array]:
-        values, counted, w = self.per_list(y_pred, y, mask, sample_weight, ops=ops)
-        ops = ops or _ops_of(values)
-        wc = ops.where(counted, w, 0.0)
+        out = self.evaluate(y_pred, y, mask, sample_weight, ops=ops)
+        ops = ops or _ops_of(out.values)
+        counted = out.counted
+        if out.invalid is not None:
+            counted = counted & ~out.invalid
+        wc = ops.where(counted, out.weights, 0.0)
+        values = ops.where(counted[:, None], out.values, 0.0)
+        zero = ops.sum(wc) * 0.0
         return {
             "value_sum": ops.sum(values * wc[:, None], axis=0),
             "weight_sum": ops.sum(wc),
             "count": ops.sum(ops.cast(wc > 0, wc.dtype)),
+            "invalid": zero if out.invalid is None else ops.sum(ops.cast(out.invalid, wc.dtype)),
         }
 
     def compute(self, sums: Mapping[str, Any], ops: Ops) -> Any:
@@ -206,6 +250,13 @@ class ListKernel:
         return ops.where(w > 0, sums["value_sum"] / safe, 0.0 * sums["value_sum"])
 
     def check_computable(self, sums: Mapping[str, np.ndarray]) -> None:
+        bad = float(np.asarray(sums.get("invalid", 0.0)))
+        if bad > 0:
+            raise ValueError(
+                f"{int(bad)} list(s) had NaN scores among their items or a negative/NaN sample_weight. "
+                "On accelerators and under jit, update() does not read values back (no device sync), "
+                "so such lists are counted and reported here instead of raising in update()."
+            )
         if not float(np.asarray(sums["weight_sum"])) > 0:
             raise NotComputableError(
                 f"{type(self).__name__} must have at least one usable list before compute() "

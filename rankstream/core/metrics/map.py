@@ -72,8 +72,7 @@ class MAPKernel(ListKernel):
         )
         self._cache["n_rel"] = n_rel
         if self.denominator == "min":
-            ks = ops.asarray(self.top_k, like=n_rel, dtype=n_rel.dtype)
-            denom = ops.minimum(n_rel[:, None], ks[None, :])
+            denom = ops.stack([ops.minimum(n_rel, float(k)) for k in self.top_k], axis=1)
         else:
             denom = n_rel[:, None]
         safe = ops.where(denom > 0, denom, 1.0)
