@@ -79,9 +79,34 @@ class KernelMetric(Metric):
 
     @reinit__is_reduced
     def update(self, output: Any) -> None:
-        # Everything that can fail happens before the one in-place add.
+        # Everything that can fail happens before the state changes. A new tensor (not an
+        # in-place add) so a state_dict() taken earlier stays a snapshot.
         flat = self._batch_flat(output)
-        self._sums += flat
+        self._sums = self._sums + flat
+
+    def started(self, engine: Any) -> None:
+        """Reset at the start of an epoch, except when an engine resumes mid-epoch (ignite fires
+        ``EPOCH_STARTED`` again then): a state loaded with ``load_state_dict`` before ``run()``
+        is kept, so the resumed epoch gives the uninterrupted result."""
+        state = engine.state
+        length = getattr(state, "epoch_length", None)
+        if length and state.iteration % length != 0 and getattr(self, "_loaded", False):
+            self._loaded = False
+            return
+        self._loaded = False
+        super().started(engine)
+
+    def _load_state_dict_per_rank(self, state_dict: Any) -> None:
+        sums = state_dict.get("_sums") if hasattr(state_dict, "get") else None
+        expected = flat_size(self._fields)
+        if not isinstance(sums, torch.Tensor) or tuple(sums.shape) != (expected,):
+            got = tuple(sums.shape) if isinstance(sums, torch.Tensor) else type(sums).__name__
+            raise ValueError(
+                f"state_dict does not fit {type(self).__name__} with fields {self._fields}: expected "
+                f"'_sums' of shape ({expected},), got {got}"
+            )
+        self._sums = sums.detach().to(device=self._device, dtype=self._dtype()).clone()
+        self._loaded = True
 
     @sync_all_reduce("_sums")
     def compute(self) -> Any:
