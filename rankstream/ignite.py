@@ -1,5 +1,27 @@
 """rankstream metrics as PyTorch-Ignite metrics (``from rankstream.ignite import MAP, NDCG``)."""
 
-from rankstream.adapters.ignite import MAP, NDCG, KernelMetric
+from rankstream.adapters.ignite import (
+    GMR,
+    MAP,
+    MRR,
+    NDCG,
+    ArithmeticMeanRank,
+    GeometricMeanRank,
+    HitsAtK,
+    InverseHarmonicMeanRank,
+    KernelMetric,
+    RankBasedMetrics,
+)
 
-__all__ = ["MAP", "NDCG", "KernelMetric"]
+__all__ = [
+    "GMR",
+    "MAP",
+    "MRR",
+    "NDCG",
+    "ArithmeticMeanRank",
+    "GeometricMeanRank",
+    "HitsAtK",
+    "InverseHarmonicMeanRank",
+    "KernelMetric",
+    "RankBasedMetrics",
+]

@@ -20,11 +20,23 @@ from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
 from rankstream.core.inputs import unpack_output
 from rankstream.core.metrics.map import MAPKernel
 from rankstream.core.metrics.ndcg import NDCGKernel
+from rankstream.core.metrics.rank_based import RankKernel
 from rankstream.core.ops import NUMPY, torch_ops
 from rankstream.core.state import Kernel, flat_size, join_flat, split_flat
 from rankstream.core.state import NotComputableError as CoreNotComputable
 
-__all__ = ["MAP", "NDCG", "KernelMetric"]
+__all__ = [
+    "GMR",
+    "MAP",
+    "MRR",
+    "NDCG",
+    "ArithmeticMeanRank",
+    "GeometricMeanRank",
+    "HitsAtK",
+    "InverseHarmonicMeanRank",
+    "KernelMetric",
+    "RankBasedMetrics",
+]
 
 
 _CPU = torch.device("cpu")
@@ -204,3 +216,140 @@ class NDCG(KernelMetric):
         self.relevance_threshold = relevance_threshold
         self.gain_function = gain_function
         super().__init__(kernel, output_transform, device, skip_unrolling)
+
+
+# ------------------------------------------------------------------------------------------
+# Rank-based metrics (Hits@k, MRR, GMR, mean rank) streamed from scores. Input of ``update``:
+# ``(y_pred, y)`` or ``(y_pred, y, {"mask": m, "sample_weight": w})`` with ``y_pred`` scores
+# (batch, num_candidates) and ``y`` either the index of the true candidate (batch,) or binary
+# labels (batch, num_candidates) (every positive ranked against the non-positives, the filtered
+# setting). See rankstream.core.metrics.rank_based for the definitions and the state.
+
+
+
+class RankBasedMetrics(KernelMetric):
+    """Every rank-based metric in one pass: ``compute()`` returns a dict (ignite flattens it
+    into ``engine.state.metrics``) with, for ``key`` in ``hits_at_{k}`` (each ``k`` of ``ks``),
+    ``inverse_harmonic_mean_rank`` (MRR), ``geometric_mean_rank`` and ``arithmetic_mean_rank``:
+    ``key``, ``expected_key``, ``variance_key`` (under random ranking, from each task's number
+    of candidates), ``adjusted_key`` (``(M - E) / (1 - E)``; ``..._index`` for the two rank
+    means) and ``z_key`` (``(M - E) / sqrt(Var)``, larger is better), as PyKEEN's metric
+    classes; plus ``adjusted_arithmetic_mean_rank`` (``M / E``),
+    ``geometric_mean_rank_error_bound`` (relative, of the streamed GMR expectation) and
+    ``count`` (tasks with a positive weight).
+
+    Args:
+        ks: cut-offs of Hits@k.
+        rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"``.
+        output_transform, device, skip_unrolling: as in every ignite metric.
+    """
+
+    def __init__(
+        self,
+        ks: int | list[int] | tuple[int, ...] = (1, 3, 10),
+        rank_type: str = "realistic",
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+    ) -> None:
+        kernel = RankKernel(ks, rank_type)
+        self.ks = kernel.ks
+        self.rank_type = rank_type
+        super().__init__(kernel, output_transform, device, skip_unrolling)
+
+
+class _OneRankMetric(KernelMetric):
+    _family = ""
+
+    def __init__(
+        self,
+        ks: Any,
+        rank_type: str,
+        output: str,
+        output_transform: Callable[[Any], Any],
+        device: str | torch.device,
+        skip_unrolling: bool,
+        k_name: str = "ks",
+    ) -> None:
+        family = self._family
+        kernel = RankKernel(ks, rank_type, metrics=(family,), select=(family, output), k_name=k_name)
+        self.rank_type = rank_type
+        self.output = output
+        super().__init__(kernel, output_transform, device, skip_unrolling)
+
+
+class HitsAtK(_OneRankMetric):
+    """Hits@k: the (weighted) fraction of tasks whose rank is at most ``k`` (a float; a list
+    ordered by ``k`` for a list of ``k``). ``output`` picks ``"value"`` (default),
+    ``"expected"``, ``"variance"``, ``"adjusted"`` or ``"z"`` (see :class:`RankBasedMetrics`)."""
+
+    _family = "hits"
+
+    def __init__(
+        self,
+        k: int | list[int] = 10,
+        rank_type: str = "realistic",
+        output: str = "value",
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+    ) -> None:
+        super().__init__(k, rank_type, output, output_transform, device, skip_unrolling, k_name="k")
+        self.k = k
+
+
+class InverseHarmonicMeanRank(_OneRankMetric):
+    """Mean reciprocal rank (MRR, PyKEEN's inverse harmonic mean rank); ``output`` as in
+    :class:`HitsAtK`."""
+
+    _family = "mrr"
+
+    def __init__(
+        self,
+        rank_type: str = "realistic",
+        output: str = "value",
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+    ) -> None:
+        super().__init__(1, rank_type, output, output_transform, device, skip_unrolling)
+
+
+class GeometricMeanRank(_OneRankMetric):
+    """Geometric mean rank ``exp(sum w ln r / sum w)``; ``output`` as in :class:`HitsAtK`
+    (``"adjusted"`` is PyKEEN's adjusted GMR index). The expectation and variance are streamed
+    from a cumulant series; a ``RuntimeWarning`` says when its error bound exceeds 1e-3
+    (fewer than about ten tasks)."""
+
+    _family = "gmr"
+
+    def __init__(
+        self,
+        rank_type: str = "realistic",
+        output: str = "value",
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+    ) -> None:
+        super().__init__(1, rank_type, output, output_transform, device, skip_unrolling)
+
+
+class ArithmeticMeanRank(_OneRankMetric):
+    """Arithmetic mean rank; ``output`` as in :class:`HitsAtK` (``"adjusted"`` is PyKEEN's
+    adjusted mean rank index)."""
+
+    _family = "mr"
+
+    def __init__(
+        self,
+        rank_type: str = "realistic",
+        output: str = "value",
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+    ) -> None:
+        super().__init__(1, rank_type, output, output_transform, device, skip_unrolling)
+
+
+MRR = InverseHarmonicMeanRank
+GMR = GeometricMeanRank
