@@ -14,6 +14,8 @@ from typing import Any
 
 from rankstream.core.ops import Array, Ops, get_ops
 
+NEGATIVE_LABELS = ("keep", "mask")
+
 
 @dataclass
 class ListBatch:
@@ -21,7 +23,9 @@ class ListBatch:
 
     scores: (B, N) floating; labels: (B, N) floating (bool and int labels are cast);
     valid: (B, N) bool or None (False = the item is not in the list);
-    weights: (B,) in the accumulation dtype, or None (all ones).
+    weights: (B,) in the accumulation dtype, or None (all ones);
+    item_weights: (B, N) per-item weights in the accumulation dtype, 0 on items not in the
+    list, or None (only with ``list_batch(..., item_weights=True)``).
     """
 
     ops: Ops
@@ -29,18 +33,27 @@ class ListBatch:
     labels: Array
     valid: Array | None
     weights: Array | None
+    item_weights: Array | None = None
 
     @property
-    def batch_size(self) -> int:
-        return int(self.scores.shape[0])
+    def batch_size(self) -> int | None:
+        """The number of lists (None when unknown, e.g. a TensorFlow graph's batch axis)."""
+        d = self.scores.shape[0]
+        return None if d is None else int(d)
 
     @property
     def list_size(self) -> int:
         return int(self.scores.shape[1])
 
 
-def _shape(x: Any) -> tuple[int, ...]:
-    return tuple(int(d) for d in x.shape)
+def _shape(x: Any) -> tuple[int | None, ...]:
+    """Static shape; an unknown dimension (a TensorFlow graph's batch axis) is None."""
+    return tuple(None if d is None else int(d) for d in x.shape)
+
+
+def _same_shape(a: tuple[int | None, ...], b: tuple[int | None, ...]) -> bool:
+    """Equal shapes, an unknown (None) dimension matching any size."""
+    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
 
 
 def _describe(x: Any) -> str:
@@ -108,6 +121,9 @@ def list_batch(
     mask: Any = None,
     sample_weight: Any = None,
     ops: Ops | None = None,
+    *,
+    item_weights: bool = False,
+    negative_labels: str = "keep",
 ) -> ListBatch:
     """Validate and normalise one batch of lists: ``y_pred`` and ``y`` of shape
     ``(batch, num_items)``; ``mask`` bool of the same shape (False drops the item);
@@ -115,13 +131,24 @@ def list_batch(
 
     Checks here are on shapes and dtypes only (no device reads); NaN scores and negative
     weights are checked by the kernels in the same single device read as the tie check.
+
+    Two opt-in conventions (keras-rs's; the defaults leave everything above unchanged):
+
+    * ``negative_labels="mask"``: an item labelled ``< 0`` is padding (dropped as if masked).
+      ``"keep"`` (default) leaves labels as they are.
+    * ``item_weights=True``: ``sample_weight`` may also be per item, ``(batch, num_items)``
+      (returned as ``item_weights``, 0 on dropped items); a scalar or ``(batch,)`` weight stays
+      per list. An item (or list) whose weight is ``<= 0`` or NaN is dropped, as keras-rs
+      does, so such weights never raise; per-list weights come back clipped to ``>= 0``.
     """
+    if negative_labels not in NEGATIVE_LABELS:
+        raise ValueError(f"negative_labels must be one of {NEGATIVE_LABELS}, got {negative_labels!r}")
     ops = ops or get_ops(y_pred, y)
     y_pred = as_array(ops, y_pred, "y_pred")
     y = as_array(ops, y, "y")
     if len(y_pred.shape) != 2:
         raise ValueError(f"y_pred must be 2-D (batch, num_items), got shape {_shape(y_pred)}")
-    if _shape(y) != _shape(y_pred):
+    if not _same_shape(_shape(y), _shape(y_pred)):
         raise ValueError(
             f"y_pred and y must have the same shape, got y_pred {_shape(y_pred)} and y {_shape(y)}"
         )
@@ -135,27 +162,103 @@ def list_batch(
         y = ops.cast(y, y_pred.dtype)
     if mask is not None:
         mask = as_array(ops, mask, "mask")
-        if _shape(mask) != _shape(y_pred):
+        if not _same_shape(_shape(mask), _shape(y_pred)):
             raise ValueError(f"mask must have the shape of y_pred {_shape(y_pred)}, got {_shape(mask)}")
         if not ops.is_bool(mask):
             raise TypeError(
                 f"mask must be a bool array (True = keep the item), got dtype {ops.dtype_name(mask)}"
             )
     weights = None
+    per_item = None
     if sample_weight is not None:
         w = as_array(ops, sample_weight, "sample_weight")
         if ops.is_bool(w) or not ops.is_numeric(w):
             raise TypeError(f"sample_weight must be numeric, got dtype {ops.dtype_name(w)}")
         shape = _shape(w)
         b = _shape(y_pred)[0]
+        acc = ops.acc_dtype(y_pred)
         if shape == ():
-            w = ops.zeros((b,), y_pred, ops.acc_dtype(y_pred)) + ops.cast(w, ops.acc_dtype(y_pred))
-        elif shape != (b,):
+            w = ops.zeros((b,), y_pred, acc) + ops.cast(w, acc)
+        elif item_weights and len(shape) == 2:
+            if not _same_shape(shape, _shape(y_pred)):
+                raise ValueError(
+                    "per-item sample_weight must have the shape of y_pred (batch, num_items) = "
+                    f"{_shape(y_pred)}, got shape {shape}"
+                )
+            per_item = ops.cast(w, acc)
+        elif not _same_shape(shape, (b,)):
             raise ValueError(
-                f"sample_weight must be a scalar or have shape (batch,) = ({b},), got shape {shape}"
+                f"sample_weight must be a scalar or have shape (batch,) = ({b},)"
+                + (f" or (batch, num_items) = {_shape(y_pred)}" if item_weights else "")
+                + f", got shape {shape}"
             )
-        weights = ops.cast(w, ops.acc_dtype(y_pred))
-    return ListBatch(ops=ops, scores=y_pred, labels=y, valid=mask, weights=weights)
+        if per_item is None:
+            weights = ops.cast(w, acc)
+    if negative_labels == "mask" and (not ops.can_read(y) or ops.host_bools(ops.any(y < 0))[0]):
+        # One cheap read where reading is free: without negative labels no mask is built.
+        mask = y >= 0 if mask is None else mask & (y >= 0)
+    if item_weights and weights is not None:
+        keep = weights > 0  # False for NaN too
+        weights = ops.where(keep, weights, 0.0)
+        mask = (ops.ones_bool(y_pred) if mask is None else mask) & keep[:, None]
+    if per_item is not None:
+        keep = per_item > 0
+        mask = keep if mask is None else mask & keep
+        per_item = ops.where(mask, per_item, 0.0)
+    return ListBatch(ops=ops, scores=y_pred, labels=y, valid=mask, weights=weights, item_weights=per_item)
+
+
+def unpack_ranking_inputs(y_true: Any, y_pred: Any, sample_weight: Any = None) -> tuple[Any, Any, Any, Any]:
+    """Read keras-rs style arguments: ``y_true`` an array of labels or a mapping
+    ``{"labels": y, "mask": m}``; ``y_pred`` the scores; ``y_true``, ``y_pred`` and ``mask``
+    of one shape, ``(list_size,)`` (one list) or ``(batch, list_size)``; ``sample_weight`` of
+    rank at most that of the labels (scalar, per list or per item).
+
+    Returns ``(y_pred, y, mask, sample_weight)`` with ``y_pred``, ``y`` and ``mask`` 2-D (a
+    1-D list becomes a batch of one, and its ``(list_size,)`` weight a ``(1, list_size)``
+    per-item weight). Arrays must already be tensors (anything with ``shape``); the
+    ``(batch,)``/``(batch, list_size)`` check of the weight is :func:`list_batch`'s."""
+    mask = None
+    if isinstance(y_true, Mapping):
+        if "labels" not in y_true:
+            raise ValueError(f'y_true as a dict must have the key "labels", got keys {sorted(y_true)}')
+        unknown = sorted(set(y_true) - {"labels", "mask"})
+        if unknown:
+            raise ValueError(f'y_true as a dict has unknown keys {unknown}; allowed: "labels", "mask"')
+        mask = y_true.get("mask")
+        y_true = y_true["labels"]
+    for name, x in (("y_true", y_true), ("y_pred", y_pred), ("mask", mask), ("sample_weight", sample_weight)):
+        if x is not None and not hasattr(x, "shape"):
+            raise TypeError(f"{name} must be a tensor, got {_describe(x)}")
+    if y_true is None or y_pred is None:
+        raise TypeError(f"y_true and y_pred must be tensors, got {_describe(y_true)} and {_describe(y_pred)}")
+    shape = _shape(y_true)
+    if len(shape) not in (1, 2):
+        raise ValueError(
+            f"y_true must be 1-D (list_size,) or 2-D (batch, list_size), got rank {len(shape)} shape {shape}"
+        )
+    if not _same_shape(_shape(y_pred), shape):
+        raise ValueError(
+            f"y_true and y_pred must have the same shape, got y_true {shape} and y_pred {_shape(y_pred)}"
+        )
+    if mask is not None and not _same_shape(_shape(mask), shape):
+        raise ValueError(
+            f'y_true["mask"] must have the shape of y_true["labels"] {shape}, got {_shape(mask)}'
+        )
+    if sample_weight is not None:
+        w_shape = _shape(sample_weight)
+        if len(w_shape) > len(shape) or (len(shape) == 1 and w_shape not in ((), shape)):
+            allowed = "() or (list_size,)" if len(shape) == 1 else "(), (batch,) or (batch, list_size)"
+            raise ValueError(
+                f"sample_weight must have shape {allowed} for y_true of shape {shape}, got shape {w_shape}"
+            )
+    if len(shape) == 1:
+        y_true, y_pred = y_true[None, :], y_pred[None, :]
+        if mask is not None:
+            mask = mask[None, :]
+        if sample_weight is not None and len(_shape(sample_weight)) == 1:
+            sample_weight = sample_weight[None, :]
+    return y_pred, y_true, mask, sample_weight
 
 
 def check_positive_ints(value: Any, name: str) -> list[int]:

@@ -16,7 +16,13 @@ Conventions (each adapter picks its peer's defaults):
   ``ignore_zero_hits=True``) or ``"zero"`` (counted with value 0);
 * ``ties``: ``"first"`` (earlier index ranks first) or ``"random"`` (see ``ranking``);
 * a masked item behaves exactly as if it were not in the list;
-* ``k`` past the end of a list is clipped to the list.
+* ``k`` past the end of a list is clipped to the list;
+* ``weighting``: ``"list"`` (default: ``sample_weight`` is one weight per list) or
+  ``"keras_rs"`` (keras-rs: ``sample_weight`` scalar, per list or per item; per-item weights
+  enter the per-list values, items weighted ``<= 0`` are dropped, and each list's weight is
+  collapsed from its item weights as ``keras_rs...get_list_weights`` does, see
+  :meth:`ListKernel.keras_rs_list_weights`);
+* ``negative_labels``: ``"keep"`` (default) or ``"mask"`` (labels ``< 0`` are padding).
 """
 
 from __future__ import annotations
@@ -27,12 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.inputs import ListBatch, check_positive_ints, list_batch
+from rankstream.core.inputs import NEGATIVE_LABELS, ListBatch, check_positive_ints, list_batch
 from rankstream.core.ops import Array, Ops
 from rankstream.core.ranking import check_ties, top_ranked
 from rankstream.core.state import NotComputableError
 
 EMPTY_POLICIES = ("skip", "zero")
+WEIGHTINGS = ("list", "keras_rs")
 
 
 @dataclass
@@ -62,6 +69,8 @@ class Selection:
     n: int  # list size (number of columns)
     full_labels: Array  # the batch's (B, N) labels, for kernels needing a full pass
     full_valid: Array | None
+    item_weights: Array | None = None  # (B, K) weights of the ranked items (per-item weights only)
+    full_item_weights: Array | None = None  # (B, N) per-item weights, 0 on masked items
 
     def ideal(self) -> tuple[Array, Array | None]:
         """Top-``K`` labels of the valid items in decreasing order (the ideal ranking),
@@ -91,6 +100,9 @@ class ListKernel:
         empty: str = "skip",
         ties: str = "first",
         seed: Any = None,
+        weighting: str = "list",
+        negative_labels: str = "keep",
+        generator: Any = None,
     ) -> None:
         self.top_k = check_positive_ints(top_k, "top_k")
         self.ks = self.top_k
@@ -99,7 +111,16 @@ class ListKernel:
         self.empty = empty
         self.ties = check_ties(ties)
         self.seed = seed
-        self._generator: Any = None
+        if weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+        if negative_labels not in NEGATIVE_LABELS:
+            raise ValueError(f"negative_labels must be one of {NEGATIVE_LABELS}, got {negative_labels!r}")
+        self.weighting = weighting
+        self.negative_labels = negative_labels
+        # A backend generator given by the caller (e.g. a Keras SeedGenerator, whose state
+        # the Keras adapter tracks) is used for random ties instead of one built from seed.
+        self._generator: Any = generator
+        self._generator_backend = None if generator is None else "given"
         self.fields: dict[str, tuple[int, ...]] = {
             "value_sum": (len(self.top_k),),
             "weight_sum": (),
@@ -117,11 +138,19 @@ class ListKernel:
         :meth:`values` on the same selection (kernels may reuse what it computed)."""
         raise NotImplementedError
 
+    def list_relevance(self, sel: Selection) -> tuple[Array, Array]:
+        """For ``weighting="keras_rs"``: ``(B,)`` bool ``sum_j R_ij > 0`` and ``(B,)``
+        ``sum_j W_ij R_ij / sum_j R_ij`` (0 where the sum is 0), with ``R`` the relevance
+        keras-rs weighs lists by and ``W`` the item weights. Called after :meth:`values`."""
+        raise NotImplementedError
+
     # -- shared ------------------------------------------------------------------------
     def _tie_generator(self, ops: Ops) -> Any:
         """One generator per kernel, so a seeded metric gives a reproducible stream."""
         if self.ties != "random":
             return None
+        if self._generator_backend == "given":
+            return self._generator
         if self._generator is None or getattr(self, "_generator_backend", None) != ops.name:
             if ops.name == "torch":
                 import torch
@@ -151,6 +180,9 @@ class ListKernel:
             in_list = ops.cast(ops.take_along(valid, idx), acc)
             lab_sel = lab_sel * in_list
         positions = ops.arange(1, k + 1, scores, acc)
+        w_sel = None
+        if batch.item_weights is not None:
+            w_sel = ops.take_along(batch.item_weights, idx)  # 0 on masked items already
         return Selection(
             ops=ops,
             k=k,
@@ -163,6 +195,8 @@ class ListKernel:
             n=n,
             full_labels=labels,
             full_valid=valid,
+            item_weights=w_sel,
+            full_item_weights=batch.item_weights,
         )
 
     def _cut(self, sel: Selection, cum: Array) -> Array:
@@ -180,17 +214,29 @@ class ListKernel:
         accelerator, or tracing) the offending lists are flagged in ``invalid`` so the caller
         can count them into the state and ``compute()`` raises instead: ``update`` never
         forces a device sync."""
-        batch = list_batch(y_pred, y, mask, sample_weight, ops=ops)
+        keras_rs = self.weighting == "keras_rs"
+        batch = list_batch(
+            y_pred,
+            y,
+            mask,
+            sample_weight,
+            ops=ops,
+            item_weights=keras_rs,
+            negative_labels=self.negative_labels,
+        )
         sel = self.select(batch)
         ops = sel.ops
         invalid = self._check_data(sel)
         self._cache: dict[str, Any] = {}
         values = self.values(sel)
         rel = self.has_relevant(sel)
-        self._cache = {}
         counted = rel if self.empty == "skip" else ops.ones_bool(rel)
-        acc = values.dtype
-        w = sel.weights if sel.weights is not None else ops.zeros((batch.batch_size,), values, acc) + 1.0
+        if keras_rs:
+            w = self.keras_rs_list_weights(sel)
+        else:
+            acc = values.dtype
+            w = sel.weights if sel.weights is not None else ops.zeros((batch.batch_size,), values, acc) + 1.0
+        self._cache = {}
         return ListValues(values=values, counted=counted, weights=w, invalid=invalid)
 
     def per_list(
@@ -204,6 +250,23 @@ class ListKernel:
         if out.invalid is not None:
             values = _ops_of(values).where(out.invalid[:, None], float("nan"), values)
         return values, out.counted, out.weights
+
+    def keras_rs_list_weights(self, sel: Selection) -> Array:
+        """Per-list weights ``(B,)`` collapsed from the item weights as keras-rs's
+        ``get_list_weights`` does, within one batch: a list with no item of positive weight
+        gets 0; a list with relevance gets ``sum_j W_ij R_ij / sum_j R_ij``; a list without
+        relevance gets the mean of those over the batch's lists having both (1.0 when none
+        has). With no per-item weights this is the list's own weight (1.0 without
+        ``sample_weight``) for every list holding an item."""
+        ops = sel.ops
+        rel_pos, plw = self.list_relevance(sel)
+        w_pos = ops.ones_bool(rel_pos) if sel.in_list is None else sel.in_list[:, 0] > 0
+        if sel.weights is not None:
+            w_pos = w_pos & (sel.weights > 0)
+        both = ops.cast(w_pos & rel_pos, plw.dtype)
+        n_both = ops.sum(both)
+        avg = ops.where(n_both > 0, ops.sum(plw) / ops.where(n_both > 0, n_both, 1.0), 1.0)
+        return ops.where(w_pos, ops.where(rel_pos, plw, avg), 0.0)
 
     def _check_data(self, sel: Selection) -> Array | None:
         """Raise on bad data when it can be read back; else return (B,) bool invalid rows."""
@@ -247,7 +310,10 @@ class ListKernel:
     def compute(self, sums: Mapping[str, Any], ops: Ops) -> Any:
         w = sums["weight_sum"]
         safe = ops.where(w > 0, w, 1.0)
-        return ops.where(w > 0, sums["value_sum"] / safe, 0.0 * sums["value_sum"])
+        value = ops.where(w > 0, sums["value_sum"] / safe, 0.0 * sums["value_sum"])
+        if "invalid" in sums:  # NaN where bad lists were counted (check_computable raises on them)
+            value = ops.where(sums["invalid"] > 0, float("nan"), value)
+        return value
 
     def check_computable(self, sums: Mapping[str, np.ndarray]) -> None:
         bad = float(np.asarray(sums.get("invalid", 0.0)))

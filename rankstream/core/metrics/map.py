@@ -15,6 +15,12 @@ and ``MAP@k`` is the (weighted) mean of ``AP@k`` over the counted lists. The den
 An item is relevant when ``label > 0`` (ignite) or, with ``relevance_threshold=t``, when
 ``label >= t`` (keras-rs uses ``t = 1``). Lists with ``R = 0`` have ``AP = 0`` and are
 skipped or counted per the ``empty`` policy.
+
+With per-item weights ``w`` (``weighting="keras_rs"`` and a ``(batch, num_items)``
+``sample_weight``, keras-rs's convention), ``P@j`` stays unweighted and
+``AP@k = (1 / Z) * sum_{j <= k} w_(j) rel_j * P@j`` with ``Z = sum_i w_i rel_i`` (``"all"``)
+or, for ``"min"``, the sum of the ``k`` largest ``w_i rel_i`` (the best reachable numerator;
+``min(R, k)`` for unit weights).
 """
 
 from __future__ import annotations
@@ -41,8 +47,19 @@ class MAPKernel(ListKernel):
         empty: str = "skip",
         ties: str = "first",
         seed: Any = None,
+        weighting: str = "list",
+        negative_labels: str = "keep",
+        generator: Any = None,
     ) -> None:
-        super().__init__(top_k, empty=empty, ties=ties, seed=seed)
+        super().__init__(
+            top_k,
+            empty=empty,
+            ties=ties,
+            seed=seed,
+            weighting=weighting,
+            negative_labels=negative_labels,
+            generator=generator,
+        )
         if denominator not in DENOMINATORS:
             raise ValueError(f"denominator must be one of {DENOMINATORS}, got {denominator!r}")
         if relevance_threshold is not None and not relevance_threshold > 0:
@@ -61,17 +78,39 @@ class MAPKernel(ListKernel):
     def has_relevant(self, sel: Selection) -> Array:
         return self._cache["n_rel"] > 0
 
+    def list_relevance(self, sel: Selection) -> tuple[Array, Array]:
+        ops = sel.ops
+        n_rel = self._cache["n_rel"]
+        rel_pos = n_rel > 0
+        if sel.full_item_weights is not None:
+            w_rel = self._cache["w_rel"]
+            return rel_pos, ops.where(rel_pos, w_rel / ops.where(rel_pos, n_rel, 1.0), 0.0)
+        # Constant weight over a list's items: sum_j W R / sum_j R is that weight.
+        w = 1.0 if sel.weights is None else sel.weights
+        return rel_pos, ops.where(rel_pos, w, 0.0 * n_rel)
+
     def values(self, sel: Selection) -> Array:
         ops = sel.ops
         rel = self._relevant(sel, sel.labels, sel.in_list)
         precision = ops.cumsum(rel, axis=1) / sel.positions
-        sum_prec = self._cut(sel, ops.cumsum(precision * rel, axis=1))
+        hits = precision * rel if sel.item_weights is None else precision * rel * sel.item_weights
+        sum_prec = self._cut(sel, ops.cumsum(hits, axis=1))
         t = self.relevance_threshold
         n_rel = ops.count_relevant(  # R, one pass over the labels
             sel.full_labels, 0.0 if t is None else t, t is None, sel.full_valid, sel.positions.dtype
         )
         self._cache["n_rel"] = n_rel
-        if self.denominator == "min":
+        if sel.full_item_weights is not None:
+            acc = sel.positions.dtype
+            full = ops.cast(sel.full_labels, acc)
+            w_rel = ops.cast(full > 0 if t is None else full >= t, acc) * sel.full_item_weights
+            self._cache["w_rel"] = ops.sum(w_rel, axis=1)
+            if self.denominator == "min":
+                best = ops.cumsum(ops.topk(w_rel, sel.k)[0], axis=1)
+                denom = self._cut(sel, best)
+            else:
+                denom = self._cache["w_rel"][:, None]
+        elif self.denominator == "min":
             denom = ops.stack([ops.minimum(n_rel, float(k)) for k in self.top_k], axis=1)
         else:
             denom = n_rel[:, None]

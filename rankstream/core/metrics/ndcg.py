@@ -13,6 +13,12 @@ With ``relevance_threshold=t`` (ignite, default 1.0 there) labels below ``t`` co
 before the gain; ``None`` uses the labels as they are (keras-rs). A list is relevant when
 its best label is ``>= t`` (or ``> 0``); lists without one are skipped or count 0 per the
 ``empty`` policy.
+
+With per-item weights ``w`` (``weighting="keras_rs"``, keras-rs's convention) every gain is
+weighted: ``DCG@k = sum_{j <= k} w_(j) g(y_(j)) d(j)`` and the ideal ranking orders the items
+by ``w_i g(y_i)``, so ``IDCG@k`` sums the ``k`` largest ``w_i g(y_i)`` times ``d(j)``. Under
+``weighting="keras_rs"`` a callable gain (which need not be monotone) also takes that ideal,
+by ``g(y_i)``, as keras-rs does; the named gains keep the one ``topk`` of the labels.
 """
 
 from __future__ import annotations
@@ -62,8 +68,19 @@ class NDCGKernel(ListKernel):
         empty: str = "skip",
         ties: str = "first",
         seed: Any = None,
+        weighting: str = "list",
+        negative_labels: str = "keep",
+        generator: Any = None,
     ) -> None:
-        super().__init__(top_k, empty=empty, ties=ties, seed=seed)
+        super().__init__(
+            top_k,
+            empty=empty,
+            ties=ties,
+            seed=seed,
+            weighting=weighting,
+            negative_labels=negative_labels,
+            generator=generator,
+        )
         if isinstance(gain, str):
             if gain not in GAIN_NAMES:
                 raise ValueError(f"gain must be one of {GAIN_NAMES} or a callable, got {gain!r}")
@@ -91,6 +108,8 @@ class NDCGKernel(ListKernel):
         return g if in_list is None else g * in_list
 
     def has_relevant(self, sel: Selection) -> Array:
+        if "ideal_gains" in self._cache:
+            return self._cache["ideal_gains"][:, 0] > 0
         ideal, ideal_in_list = self._cache["ideal"]
         top = ideal[:, 0]
         t = self.relevance_threshold
@@ -99,12 +118,56 @@ class NDCGKernel(ListKernel):
             rel = rel & (ideal_in_list[:, 0] > 0)
         return rel
 
+    def _ideal_by_gains(self, sel: Selection) -> bool:
+        return sel.full_item_weights is not None or (
+            self.weighting == "keras_rs" and not isinstance(self.gain, str)
+        )
+
+    def list_relevance(self, sel: Selection) -> tuple[Array, Array]:
+        ops = sel.ops
+        if "gain_sum" in self._cache:  # the full pass of values() computed the sums
+            g_sum, wg_sum = self._cache["gain_sum"], self._cache["weighted_gain_sum"]
+            rel_pos = g_sum > 0
+            plw = ops.where(rel_pos, wg_sum / ops.where(rel_pos, g_sum, 1.0), 0.0)
+            return rel_pos, plw if sel.weights is None else plw * sel.weights
+        # Named gains are 0 at label 0 (so on masked items) and monotone: the list has
+        # relevance iff its best label has a positive gain, and sum W R / sum R is the
+        # list's constant weight.
+        ideal, ideal_in_list = self._cache["ideal"]
+        top_in = None if ideal_in_list is None else ideal_in_list[:, :1]
+        rel_pos = self._gains(sel, ideal[:, :1], top_in)[:, 0] > 0
+        w = 1.0 if sel.weights is None else sel.weights
+        return rel_pos, ops.where(rel_pos, w, 0.0 * ideal[:, 0])
+
     def values(self, sel: Selection) -> Array:
         ops = sel.ops
-        ideal, ideal_in_list = self._cache["ideal"] = sel.ideal()
         disc = self.discount_fn(sel.positions)
-        dcg = self._cut(sel, ops.cumsum(self._gains(sel, sel.labels, sel.in_list) * disc, axis=1))
-        idcg = self._cut(sel, ops.cumsum(self._gains(sel, ideal, ideal_in_list) * disc, axis=1))
+        gains = self._gains(sel, sel.labels, sel.in_list)
+        if sel.item_weights is not None:
+            gains = gains * sel.item_weights
+        dcg = self._cut(sel, ops.cumsum(gains * disc, axis=1))
+        if self._ideal_by_gains(sel):
+            # One full pass: every item's (weighted) gain, masked items weighted 0, and the
+            # ideal ranking as the top-K of those (keras-rs's ideal ordering).
+            acc = sel.positions.dtype
+            y = ops.cast(sel.full_labels, acc)
+            if sel.full_valid is not None:
+                y = ops.where(sel.full_valid, y, 0.0)
+            g = self.gain_fn(self._relevance(sel, y))
+            if sel.full_item_weights is not None:
+                wg = g * sel.full_item_weights
+            elif sel.full_valid is not None:
+                wg = g * ops.cast(sel.full_valid, acc)
+            else:
+                wg = g
+            ideal_gains = ops.topk(wg, sel.k)[0]
+            self._cache["ideal_gains"] = ideal_gains
+            self._cache["gain_sum"] = ops.sum(g, axis=1)
+            self._cache["weighted_gain_sum"] = ops.sum(wg, axis=1)
+            idcg = self._cut(sel, ops.cumsum(ideal_gains * disc, axis=1))
+        else:
+            ideal, ideal_in_list = self._cache["ideal"] = sel.ideal()
+            idcg = self._cut(sel, ops.cumsum(self._gains(sel, ideal, ideal_in_list) * disc, axis=1))
         ok = idcg > 0
         return ops.where(ok, dcg / ops.where(ok, idcg, 1.0), 0.0)
 

@@ -1,0 +1,374 @@
+"""Keras 3 adapter: lifecycle only (update_state / result / reset_state / get_config).
+
+One generic :class:`KernelMetric` holds a kernel's state fields as Keras variables, one per
+field, each created with ``aggregation="sum"`` (so replicas and distribution strategies add
+them up). ``update_state`` adds the kernel's batch sums (``kernel.batch_sums`` over
+:class:`~rankstream.core.ops_keras.KerasOps`); ``result`` hands the totals to
+``kernel.compute``. There is no metric math here: :class:`NDCG` and :class:`MAP` are a few
+lines choosing a kernel with keras-rs's conventions (``keras_rs.metrics.NDCG`` and
+``MeanAveragePrecision``, 0.4.0).
+
+The state is float64 where the backend computes in float64 (torch, TensorFlow, JAX with
+``jax_enable_x64``); elsewhere (JAX by default, torch on MPS) it is float32 with compensated
+(Kahan) summation: one extra ``<field>_compensation`` variable per field holds the low-order
+part that each float32 addition lost, so a long stream of updates keeps the precision of a
+float32 mean instead of drifting with the number of updates.
+
+The backend works under ``jit`` (JAX ``jit``, ``tf.function`` with or without XLA,
+``torch.compile``): there the kernels read nothing back, so NaN scores cannot raise in
+``update_state``; the lists holding them are counted and ``result()`` is NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import keras
+from keras import ops as K
+
+from rankstream.core.inputs import unpack_ranking_inputs
+from rankstream.core.metrics.map import MAPKernel
+from rankstream.core.metrics.ndcg import GAIN_NAMES, NDCGKernel
+from rankstream.core.ops_keras import keras_ops, x64_enabled
+from rankstream.core.state import Kernel
+
+__all__ = [
+    "MAP",
+    "NDCG",
+    "KernelMetric",
+    "MeanAveragePrecision",
+    "default_gain_fn",
+    "default_rank_discount_fn",
+]
+
+# k=None (the whole list): a cut-off past any list's end, which the kernels clip to the list.
+WHOLE_LIST = 2**31 - 1
+
+
+@keras.saving.register_keras_serializable(package="rankstream")
+def default_gain_fn(label: Any) -> Any:
+    """``2^label - 1``."""
+    return K.subtract(K.power(2.0, label), 1.0)
+
+
+@keras.saving.register_keras_serializable(package="rankstream")
+def default_rank_discount_fn(rank: Any) -> Any:
+    """``1 / log2(rank + 1)`` of the 1-based rank."""
+    return K.divide(1.0, K.log2(K.add(rank, 1.0)))
+
+
+def _float64_state() -> bool:
+    if not x64_enabled():
+        return False
+    if keras.backend.backend() == "torch":
+        return K.zeros(()).device.type != "mps"
+    return True
+
+
+class KernelMetric(keras.metrics.Metric):
+    """A Keras ``Metric`` over any rankstream kernel.
+
+    Args:
+        kernel: the metric definition (its ``fields`` become the variables).
+        name, dtype: as for every Keras metric; ``dtype`` is the dtype inputs are cast to and
+            ``result()`` is returned in (``keras.backend.floatx()`` by default).
+        seed_generator: the ``keras.random.SeedGenerator`` the kernel draws random tie orders
+            from; its state is listed in ``variables`` so that it advances under JAX ``jit``.
+        state_dtype: ``"float64"`` or ``"float32"`` (compensated); default: float64 where the
+            backend allows it.
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        name: str | None = None,
+        dtype: Any = None,
+        seed_generator: keras.random.SeedGenerator | None = None,
+        state_dtype: str | None = None,
+    ) -> None:
+        super().__init__(name=name, dtype=dtype)
+        if state_dtype is None:
+            state_dtype = "float64" if _float64_state() else "float32"
+        if state_dtype not in ("float64", "float32"):
+            raise ValueError(f"state_dtype must be 'float64', 'float32' or None, got {state_dtype!r}")
+        self._kernel = kernel
+        self._fields = dict(kernel.fields)
+        self._state_dtype = state_dtype
+        self._compensated = state_dtype == "float32"
+        self._totals = [
+            self.add_variable(
+                shape=shape, initializer="zeros", dtype=state_dtype, aggregation="sum", name=field
+            )
+            for field, shape in self._fields.items()
+        ]
+        self._compensations = (
+            [
+                self.add_variable(
+                    shape=shape,
+                    initializer="zeros",
+                    dtype=state_dtype,
+                    aggregation="sum",
+                    name=f"{field}_compensation",
+                )
+                for field, shape in self._fields.items()
+            ]
+            if self._compensated
+            else []
+        )
+        self._seed_generator = seed_generator
+
+    @property
+    def kernel(self) -> Kernel:
+        return self._kernel
+
+    @property
+    def variables(self) -> list[Any]:
+        extra = [] if self._seed_generator is None else [self._seed_generator.state]
+        return super().variables + extra
+
+    def _tensor(self, x: Any, dtype: Any) -> Any:
+        if x is None:
+            return None
+        x = K.convert_to_tensor(x)
+        if dtype == "bool":
+            return x if keras.backend.standardize_dtype(x.dtype) == "bool" else K.not_equal(x, 0)
+        return K.cast(x, dtype)
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        """Add one batch. ``y_true``: labels, or ``{"labels": y, "mask": m}``; ``y_pred``:
+        scores; both ``(batch, list_size)`` or ``(list_size,)``; ``sample_weight``: a scalar,
+        ``(batch,)`` or ``(batch, list_size)``. On error the state is left as it was."""
+        if isinstance(y_true, Mapping):
+            y_true = {
+                key: self._tensor(value, "bool" if key == "mask" else self.dtype)
+                for key, value in y_true.items()
+            }
+        else:
+            y_true = self._tensor(y_true, self.dtype)
+        y_pred, y, mask, weight = unpack_ranking_inputs(
+            y_true, self._tensor(y_pred, self.dtype), self._tensor(sample_weight, self.dtype)
+        )
+        seed_state = None if self._seed_generator is None else K.copy(self._seed_generator.state.value)
+        try:
+            sums = self._kernel.batch_sums(keras_ops(y_pred), y_pred, y, mask, weight)
+        except Exception:
+            if seed_state is not None:  # leave everything as it was, the random stream too
+                self._seed_generator.state.assign(seed_state)
+            raise
+        # Everything that can fail happened above; now only the additions.
+        for i, field in enumerate(self._fields):
+            total = self._totals[i]
+            x = K.cast(K.reshape(sums[field], total.shape), total.dtype)
+            if self._compensated:  # Kahan: total + x, keeping the rounding error
+                comp = self._compensations[i]
+                t = K.convert_to_tensor(total)
+                y_ = K.subtract(x, comp)
+                new = K.add(t, y_)
+                comp.assign(K.subtract(K.subtract(new, t), y_))
+                total.assign(new)
+            else:
+                total.assign_add(x)
+
+    def totals(self) -> dict[str, Any]:
+        """The state's field sums as tensors (compensation applied)."""
+        out = {}
+        for i, field in enumerate(self._fields):
+            t = K.convert_to_tensor(self._totals[i])
+            if self._compensated:
+                t = K.subtract(t, K.convert_to_tensor(self._compensations[i]))
+            out[field] = t
+        return out
+
+    def result(self) -> Any:
+        value = self._kernel.compute(self.totals(), keras_ops())
+        if tuple(value.shape) == (1,):
+            value = K.reshape(value, ())
+        return K.cast(value, self.dtype)
+
+    def reset_state(self) -> None:
+        for v in self._totals + self._compensations:
+            v.assign(K.zeros(v.shape, dtype=v.dtype))
+
+
+def _check_k(k: Any) -> int | None:
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"k must be a positive int or None (the whole list), got {k!r}")
+    return k
+
+
+def _seed_generator(shuffle_ties: bool, seed: Any) -> keras.random.SeedGenerator | None:
+    if not isinstance(shuffle_ties, bool):
+        raise TypeError(f"shuffle_ties must be a bool, got {shuffle_ties!r}")
+    if isinstance(seed, keras.random.SeedGenerator):
+        return seed if shuffle_ties else None
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"seed must be an int, a keras.random.SeedGenerator or None, got {seed!r}")
+    return keras.random.SeedGenerator(seed) if shuffle_ties else None
+
+
+def _serialize_fn(fn: Any) -> Any:
+    return fn if isinstance(fn, str) else keras.saving.serialize_keras_object(fn)
+
+
+def _deserialize_fn(fn: Any) -> Any:
+    return keras.saving.deserialize_keras_object(fn) if isinstance(fn, dict) else fn
+
+
+@keras.saving.register_keras_serializable(package="rankstream")
+class NDCG(KernelMetric):
+    """Normalised discounted cumulative gain at ``k``: a drop-in for ``keras_rs.metrics.NDCG``.
+
+    ``nDCG@k = DCG@k / IDCG@k`` per list (0 when ``IDCG@k = 0``), with
+    ``DCG@k = sum_{j<=k} w_(j) gain_fn(y_(j)) rank_discount_fn(j)`` over the items ranked by
+    ``y_pred`` and ``IDCG@k`` the same over the items ordered by ``w_i gain_fn(y_i)``
+    (``w`` per-item weights, 1 without ``sample_weight``); the result is the mean over lists
+    weighted as keras-rs weighs them. Labels ``< 0`` are padding.
+
+    Args (keras-rs's):
+        k: positive int, or None for the whole list; clipped to the list length.
+        gain_fn: callable of the labels (default ``2^y - 1``), or ``"exp_rank"`` /
+            ``"linear_rank"``.
+        rank_discount_fn: callable of the 1-based rank (default ``1 / log2(rank + 1)``).
+        shuffle_ties: break score ties at random (seeded by ``seed``); ``False`` ranks the
+            earlier item first, also with a mask (keras-rs then shuffles anyway).
+        seed: int or ``keras.random.SeedGenerator``.
+        name, dtype: as for every Keras metric.
+
+    Other conventions (keyword-only):
+        relevance_threshold: labels below it count as 0 before the gain (``None``: as they are).
+        empty: ``"zero"`` (lists with no relevant item score 0, keras-rs) or ``"skip"``.
+    """
+
+    def __init__(
+        self,
+        k: int | None = None,
+        gain_fn: Callable[[Any], Any] | str = default_gain_fn,
+        rank_discount_fn: Callable[[Any], Any] = default_rank_discount_fn,
+        shuffle_ties: bool = True,
+        seed: int | keras.random.SeedGenerator | None = None,
+        name: str | None = "ndcg",
+        dtype: Any = None,
+        *,
+        relevance_threshold: float | None = None,
+        empty: str = "zero",
+    ) -> None:
+        self.k = _check_k(k)
+        if not callable(rank_discount_fn):
+            raise TypeError(
+                f"rank_discount_fn must be a callable of the 1-based rank, got {rank_discount_fn!r}"
+            )
+        if isinstance(gain_fn, str) and gain_fn not in GAIN_NAMES:
+            raise ValueError(f"gain_fn must be a callable or one of {GAIN_NAMES}, got {gain_fn!r}")
+        if not isinstance(gain_fn, str) and not callable(gain_fn):
+            raise TypeError(f"gain_fn must be a callable or one of {GAIN_NAMES}, got {gain_fn!r}")
+        generator = _seed_generator(shuffle_ties, seed)
+        kernel = NDCGKernel(
+            WHOLE_LIST if k is None else k,
+            # The default gain is the kernel's named one (monotone: one topk of the labels).
+            gain="exp_rank" if gain_fn is default_gain_fn else gain_fn,
+            discount=rank_discount_fn,
+            relevance_threshold=relevance_threshold,
+            empty=empty,
+            ties="random" if shuffle_ties else "first",
+            weighting="keras_rs",
+            negative_labels="mask",
+            generator=generator,
+        )
+        super().__init__(kernel, name=name, dtype=dtype, seed_generator=generator)
+        self.gain_fn = gain_fn
+        self.rank_discount_fn = rank_discount_fn
+        self.shuffle_ties = shuffle_ties
+        self.seed = seed
+        self.relevance_threshold = relevance_threshold
+        self.empty = empty
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update(
+            {
+                "k": self.k,
+                "gain_fn": _serialize_fn(self.gain_fn),
+                "rank_discount_fn": _serialize_fn(self.rank_discount_fn),
+                "shuffle_ties": self.shuffle_ties,
+                "seed": self.seed if isinstance(self.seed, int) else None,
+                "relevance_threshold": self.relevance_threshold,
+                "empty": self.empty,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> NDCG:
+        config = dict(config)
+        for key in ("gain_fn", "rank_discount_fn"):
+            if key in config:
+                config[key] = _deserialize_fn(config[key])
+        return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="rankstream")
+class MAP(KernelMetric):
+    """Mean average precision at ``k``: a drop-in for ``keras_rs.metrics.MeanAveragePrecision``.
+
+    Per list, ``AP@k = sum_{j<=k} w_(j) rel_(j) P@j / Z`` with ``rel = [y >= 1]``,
+    ``P@j`` the (unweighted) precision at ``j`` and ``Z = sum_i w_i rel_i`` over the whole list
+    (0 when ``Z = 0``); the result is the mean over lists weighted as keras-rs weighs them.
+    Labels ``< 0`` are padding.
+
+    Args (keras-rs's): ``k``, ``shuffle_ties``, ``seed``, ``name``, ``dtype`` as in :class:`NDCG`.
+
+    Other conventions (keyword-only):
+        denominator: ``"all"`` (``Z`` over the whole list, keras-rs) or ``"min"`` (the best
+            numerator reachable in the top ``k``: ``min(R, k)`` without weights, ignite's).
+        relevance_threshold: relevant means ``y >= t`` (default 1.0) or, with None, ``y > 0``.
+        empty: ``"zero"`` (keras-rs) or ``"skip"``.
+    """
+
+    def __init__(
+        self,
+        k: int | None = None,
+        shuffle_ties: bool = True,
+        seed: int | keras.random.SeedGenerator | None = None,
+        name: str | None = "map",
+        dtype: Any = None,
+        *,
+        denominator: str = "all",
+        relevance_threshold: float | None = 1.0,
+        empty: str = "zero",
+    ) -> None:
+        self.k = _check_k(k)
+        generator = _seed_generator(shuffle_ties, seed)
+        kernel = MAPKernel(
+            WHOLE_LIST if k is None else k,
+            denominator=denominator,
+            relevance_threshold=relevance_threshold,
+            empty=empty,
+            ties="random" if shuffle_ties else "first",
+            weighting="keras_rs",
+            negative_labels="mask",
+            generator=generator,
+        )
+        super().__init__(kernel, name=name, dtype=dtype, seed_generator=generator)
+        self.shuffle_ties = shuffle_ties
+        self.seed = seed
+        self.denominator = denominator
+        self.relevance_threshold = relevance_threshold
+        self.empty = empty
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update(
+            {
+                "k": self.k,
+                "shuffle_ties": self.shuffle_ties,
+                "seed": self.seed if isinstance(self.seed, int) else None,
+                "denominator": self.denominator,
+                "relevance_threshold": self.relevance_threshold,
+                "empty": self.empty,
+            }
+        )
+        return config
+
+
+MeanAveragePrecision = MAP
