@@ -10,9 +10,8 @@ resolved by the policy:
 
 Cost: one ``topk`` at ``K + 1`` over the scores. Ties can only change the result when two of
 the ``K + 1`` selected values are equal, which is read off the small ``(B, K + 1)``
-selection; only those rows are re-ranked with a full stable sort. Random ties apply one
-random column permutation (a uniformly random tie order within every row) and then the
-stable rule, then map indices back.
+selection; only those rows are re-ranked with a full stable sort (for random ties, after a
+random column permutation: a uniformly random order among tied items in every row).
 
 Host reads: where reading back is free (CPU, eager), the NaN check and the tie branch read
 two booleans back in one transfer. Where it would be a device sync (an accelerator) or is
@@ -68,59 +67,69 @@ def top_ranked(
     number of valid items the tail of the result points at masked items; callers zero them
     through the mask.
     """
+    if ops.can_read(scores) and not FORCE_NO_READ:
+        idx, has_nan = _top_read_back(ops, scores, k, valid, ties, generator)
+        return Ranked(indices=idx, has_nan=has_nan, nan_rows=None)
     n = scores.shape[-1]
     perm = None
     if ties == "random" and n > 1:
+        # No read-back, so no branch on tied rows: one random column permutation for the
+        # batch (a uniformly random order among tied items in every row), then "first".
         perm = ops.randperm(n, scores, generator)
         scores = ops.take(scores, perm, axis=1)
         if valid is not None:
             valid = ops.take(valid, perm, axis=1)
-    if ops.can_read(scores) and not FORCE_NO_READ:
-        idx, has_nan, nan_rows = _top_read_back(ops, scores, k, valid)
-    else:
-        idx, has_nan, nan_rows = _top_no_read(ops, scores, k, valid)
+    idx, nan_rows = _top_no_read(ops, scores, k, valid)
     if perm is not None:
         idx = ops.lookup(perm, idx)
-    return Ranked(indices=idx, has_nan=has_nan, nan_rows=nan_rows)
+    return Ranked(indices=idx, has_nan=None, nan_rows=nan_rows)
 
 
 def _masked(ops: Ops, scores: Array, valid: Array | None) -> Array:
     return scores if valid is None else ops.where(valid, scores, float("-inf"))
 
 
-def _top_read_back(ops: Ops, scores: Array, k: int, valid: Array | None) -> tuple[Array, bool, None]:
-    """CPU / eager: ``topk`` at ``k + 1``, then re-rank only the rows showing a tie."""
+def _top_read_back(
+    ops: Ops, scores: Array, k: int, valid: Array | None, ties: str, generator: Any
+) -> tuple[Array, bool]:
+    """CPU / eager: ``topk`` at ``k + 1``, then re-rank only the rows showing a tie (two
+    equal values among the ``k + 1`` selected): a full stable sort of those rows, after a
+    random column permutation of them for ``ties="random"``. Rows without such a tie have
+    the same top ``k`` under every tie order, so the policy only matters for the others."""
     n = scores.shape[-1]
     s = _masked(ops, scores, valid)
     kq = min(k + 1, n)
     vals, idx = ops.topk(s, kq)
     nan_any = ops.any(ops.isnan(vals[:, 0]))
-    if kq == 1 or (ops.native_stable and valid is None):
-        return idx[:, :k], ops.host_bools(nan_any)[0], None
+    if kq == 1 or (ops.native_stable and valid is None and ties == "first"):
+        return idx[:, :k], ops.host_bools(nan_any)[0]
     tie_rows = ops.any(vals[:, 1:] == vals[:, :-1], axis=1)
     has_nan, any_tie = ops.host_bools(ops.stack([nan_any, ops.any(tie_rows)]))
     if any_tie and not has_nan:
         rows = ops.nonzero(tie_rows)
         sub = ops.take(s, rows, axis=0)
+        sub_valid = None if valid is None else ops.take(valid, rows, axis=0)
+        perm = None
+        if ties == "random":
+            perm = ops.randperm(n, scores, generator)
+            sub = ops.take(sub, perm, axis=1)
+            sub_valid = None if sub_valid is None else ops.take(sub_valid, perm, axis=1)
         keys = [sub]
-        if valid is not None:  # a valid -inf score still ranks before a masked item
-            keys.append(ops.cast(ops.take(valid, rows, axis=0), sub.dtype))
-        idx = ops.set_rows(idx, rows, ops.stable_argsort_desc(keys)[:, :kq])
-    return idx[:, :k], has_nan, None
+        if sub_valid is not None:  # a valid -inf score still ranks before a masked item
+            keys.append(ops.cast(sub_valid, sub.dtype))
+        order = ops.stable_argsort_desc(keys)[:, :kq]
+        if perm is not None:
+            order = ops.cast(ops.lookup(perm, order), idx.dtype)
+        idx = ops.set_rows(idx, rows, order)
+    return idx[:, :k], has_nan
 
 
-def _top_no_read(ops: Ops, scores: Array, k: int, valid: Array | None) -> tuple[Array, None, Array]:
+def _top_no_read(ops: Ops, scores: Array, k: int, valid: Array | None) -> tuple[Array, Array]:
     """Accelerators and tracing: no value is read back. Torch packs score and index into
     one exact int64 key; JAX/TF ``top_k`` is stable already. (Without a packed key and with a
     mask, a valid item scored -inf may rank after a masked one: both are -inf.)"""
     packed = ops.topk_first_packed(scores, k, valid) if hasattr(ops, "topk_first_packed") else None
     if packed is not None:
-        idx, nan_rows = packed
-        return idx, None, nan_rows
+        return packed
     vals, idx = ops.topk(_masked(ops, scores, valid), k)
-    return idx, None, ops.isnan(vals[:, 0])
-
-
-def scores_perm(ops: Ops, scores: Array, perm: Array | None) -> Array:
-    """The raw scores in the (possibly permuted) column order used for ranking."""
-    return scores if perm is None else ops.take(scores, perm, axis=1)
+    return idx, ops.isnan(vals[:, 0])

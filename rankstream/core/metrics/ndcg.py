@@ -43,14 +43,11 @@ def linear_gain(y: Array) -> Array:
 
 
 def log2_discount(rank: Array) -> Array:
-    """``1 / log2(rank + 1)`` for 1-based ranks."""
-    return 1.0 / _log2(rank + 1.0)
-
-
-def _log2(x: Array) -> Array:
+    """``1 / log2(rank + 1)`` for 1-based ranks (numpy or torch arrays; the kernel's default
+    discount computes the same with the batch's own ops, whatever the backend)."""
     from rankstream.core.ops import get_ops
 
-    return get_ops(x).log2(x)
+    return 1.0 / get_ops(rank).log2(rank + 1.0)
 
 
 class NDCGKernel(ListKernel):
@@ -94,7 +91,7 @@ class NDCGKernel(ListKernel):
         if relevance_threshold is not None and not relevance_threshold >= 0:
             raise ValueError(f"relevance_threshold must be >= 0 or None, got {relevance_threshold!r}")
         self.gain = gain
-        self.discount_fn = discount or log2_discount
+        self.discount_fn = discount  # None: 1 / log2(rank + 1)
         self.relevance_threshold = relevance_threshold
 
     def _relevance(self, sel: Selection, labels: Array) -> Array:
@@ -141,7 +138,10 @@ class NDCGKernel(ListKernel):
 
     def values(self, sel: Selection) -> Array:
         ops = sel.ops
-        disc = self.discount_fn(sel.positions)
+        if self.discount_fn is None:
+            disc = 1.0 / ops.log2(sel.positions + 1.0)
+        else:
+            disc = self.discount_fn(sel.positions)
         gains = self._gains(sel, sel.labels, sel.in_list)
         if sel.item_weights is not None:
             gains = gains * sel.item_weights
