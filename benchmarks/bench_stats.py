@@ -131,10 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         rel = abs(v_us - v_pk) / abs(v_pk) if v_pk else abs(v_us)
         print(f"| {key} | {fmt_time(t_pk)} | {fmt_time(t_us)} | {t_pk / t_us:,.0f}x | {rel:.1e} |")
     us_total = sum(t for t, _ in ours_same.values())
-    print(
-        f"| all four | {fmt_time(pk_total)} | {fmt_time(us_total)} | "
-        f"{pk_total / us_total:,.0f}x | |"
-    )
+    print(f"| all four | {fmt_time(pk_total)} | {fmt_time(us_total)} | {pk_total / us_total:,.0f}x | |")
 
 
 if __name__ == "__main__":

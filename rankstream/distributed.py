@@ -246,4 +246,3 @@ def batch_padding_weights(
     return padding_weights(
         sampler, range(start, min(start + batch_size, num_samples)), dtype=dtype, device=device
     )
-

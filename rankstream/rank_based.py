@@ -101,13 +101,9 @@ class ValueRange:
     upper_inclusive: bool = False
 
     def __contains__(self, x: float) -> bool:
-        if self.lower is not None and (
-            x < self.lower or (x == self.lower and not self.lower_inclusive)
-        ):
+        if self.lower is not None and (x < self.lower or (x == self.lower and not self.lower_inclusive)):
             return False
-        if self.upper is not None and (
-            x > self.upper or (x == self.upper and not self.upper_inclusive)
-        ):
+        if self.upper is not None and (x > self.upper or (x == self.upper and not self.upper_inclusive)):
             return False
         return True
 
@@ -236,9 +232,7 @@ class RankBasedMetric(ABC):
         left = "[" if vr.lower is not None and vr.lower_inclusive else "("
         right = "]" if vr.upper is not None and vr.upper_inclusive else ")"
         low = cls.tight_lower if cls.tight_lower is not None else ValueRange._format(vr.lower, True)
-        high = (
-            cls.tight_upper if cls.tight_upper is not None else ValueRange._format(vr.upper, False)
-        )
+        high = cls.tight_upper if cls.tight_upper is not None else ValueRange._format(vr.upper, False)
         return f"{left}{low}, {high}{right}".replace("inf", "∞")
 
     def iter_extra_repr(self) -> Iterable[str]:
@@ -278,9 +272,7 @@ class RankBasedMetric(ABC):
     ) -> float:
         """Expected value under random ranking (closed form if available, else sampled)."""
         if num_samples is None:
-            raise NoClosedFormError(
-                f"{type(self).__name__} has no closed-form expectation; pass num_samples"
-            )
+            raise NoClosedFormError(f"{type(self).__name__} has no closed-form expectation; pass num_samples")
         return self.numeric_expected_value(
             num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs
         )
@@ -294,9 +286,7 @@ class RankBasedMetric(ABC):
     ) -> float:
         """Variance under random ranking (closed form if available, else sampled)."""
         if num_samples is None:
-            raise NoClosedFormError(
-                f"{type(self).__name__} has no closed-form variance; pass num_samples"
-            )
+            raise NoClosedFormError(f"{type(self).__name__} has no closed-form variance; pass num_samples")
         return self.numeric_variance(
             num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs
         )
@@ -310,9 +300,7 @@ class RankBasedMetric(ABC):
     ) -> float:
         """Standard deviation under random ranking, ``sqrt(variance(...))``."""
         return math.sqrt(
-            self.variance(
-                num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs
-            )
+            self.variance(num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs)
         )
 
     # -- sampling ---------------------------------------------------------------------------
@@ -329,11 +317,7 @@ class RankBasedMetric(ABC):
         ``memory_intense=True`` draws all samples at once (``num_samples * num_tasks`` ranks in
         memory); ``False`` draws and evaluates one rank vector at a time.
         """
-        if (
-            isinstance(num_samples, bool)
-            or not isinstance(num_samples, numbers.Integral)
-            or num_samples < 1
-        ):
+        if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) or num_samples < 1:
             raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
         n = stats.check_num_candidates(num_candidates)
         w = stats.check_weights(weights, shape=n.shape)
@@ -600,9 +584,7 @@ class DerivedRankBasedMetric(RankBasedMetric):
         yield from self.base.iter_extra_repr()
 
     @abstractmethod
-    def get_coefficients(
-        self, num_candidates: Any, weights: Any = None
-    ) -> AffineTransformationParameters:
+    def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
         """``(scale, offset)`` of the transform for these candidate counts and weights."""
 
     def adjust(self, base_metric_result: Any, num_candidates: Any, weights: Any = None) -> Any:
@@ -613,9 +595,7 @@ class DerivedRankBasedMetric(RankBasedMetric):
     def _evaluate(
         self, ranks: np.ndarray, num_candidates: np.ndarray | None, weights: np.ndarray | None
     ) -> np.ndarray:
-        return self.adjust(
-            self.base._evaluate(ranks, num_candidates, weights), num_candidates, weights
-        )
+        return self.adjust(self.base._evaluate(ranks, num_candidates, weights), num_candidates, weights)
 
     def get_sampled_values(
         self,
@@ -666,9 +646,7 @@ class ReindexedMetric(DerivedRankBasedMetric):
     increasing = True
     closed_expectation = True
 
-    def get_coefficients(
-        self, num_candidates: Any, weights: Any = None
-    ) -> AffineTransformationParameters:
+    def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
         mean = self.base.expected_value(num_candidates=num_candidates, weights=weights)
         scale = _safe_divide(1.0, 1.0 - mean)
         return AffineTransformationParameters(scale=scale, offset=-scale * mean)
@@ -692,9 +670,7 @@ class ZMetric(DerivedRankBasedMetric):
     closed_expectation = True
     closed_variance = True
 
-    def get_coefficients(
-        self, num_candidates: Any, weights: Any = None
-    ) -> AffineTransformationParameters:
+    def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
         mean = self.base.expected_value(num_candidates=num_candidates, weights=weights)
         scale = _safe_divide(1.0, self.base.std(num_candidates=num_candidates, weights=weights))
         if not self.base.increasing:
@@ -727,9 +703,7 @@ class ExpectationNormalizedMetric(DerivedRankBasedMetric):
 
     closed_expectation = True
 
-    def get_coefficients(
-        self, num_candidates: Any, weights: Any = None
-    ) -> AffineTransformationParameters:
+    def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
         mean = self.base.expected_value(num_candidates=num_candidates, weights=weights)
         return AffineTransformationParameters(scale=_safe_divide(1.0, mean))
 
@@ -795,9 +769,7 @@ class AdjustedGeometricMeanRankIndex(ReindexedMetric):
     """Re-indexed GMR, ``(GMR - E[GMR]) / (1 - E[GMR])`` (1 is the best GMR)."""
 
     name = "Adjusted Geometric Mean Rank Index (AGMRI)"
-    description = (
-        "Geometric mean rank re-indexed so that random ranking scores 0 and perfect ranking 1."
-    )
+    description = "Geometric mean rank re-indexed so that random ranking scores 0 and perfect ranking 1."
     synonyms: ClassVar[Collection[str]] = ("gmri", "agmri")
     value_range = ValueRange(lower=None, lower_inclusive=False, upper=1, upper_inclusive=True)
     tight_lower = _TIGHT_REINDEXED_LOWER
@@ -931,9 +903,7 @@ def register(
     key = _normalize(name)
     prefix = _k_prefix(key)
     if takes_k is None:
-        takes_k = prefix is not None and (
-            name.rstrip().lower().endswith(("@", "@k", "_at_", "_at_k"))
-        )
+        takes_k = prefix is not None and (name.rstrip().lower().endswith(("@", "@k", "_at_", "_at_k")))
     if takes_k and prefix is None:
         prefix = key
     entry = _Entry(factory=factory, takes_k=bool(takes_k), default_k=default_k, label=name)
@@ -991,9 +961,7 @@ def resolve(query: Any = None, **kwargs: Any) -> Any:
         return _instantiate(_PREFIX[match.group(1)], query, int(match.group(2)), kwargs)
     if match and match.group(1) in _EXACT:
         raise ValueError(f"metric {query!r}: {match.group(1)!r} does not take a k")
-    raise ValueError(
-        f"unknown metric {query!r} (normalized {key!r}); known names: {metric_names()}"
-    )
+    raise ValueError(f"unknown metric {query!r} (normalized {key!r}); known names: {metric_names()}")
 
 
 get_metric = resolve

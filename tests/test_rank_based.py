@@ -179,9 +179,9 @@ def test_input_types():
         ref = metric(ranks, n, w)
         assert metric(ranks.tolist(), n.tolist(), w.tolist()) == ref
         assert metric(torch.tensor(ranks), torch.tensor(n), torch.tensor(w)) == ref
-        assert metric.expected_value(
-            torch.tensor(n), weights=torch.tensor(w)
-        ) == metric.expected_value(n, weights=w)
+        assert metric.expected_value(torch.tensor(n), weights=torch.tensor(w)) == metric.expected_value(
+            n, weights=w
+        )
         assert isinstance(ref, float)
 
 
@@ -206,9 +206,7 @@ SEEDS = {
     "GeometricMeanRank": dict(
         name="Geometric Mean Rank (GMR)",
         synonyms=("gmr",),
-        value_range=R.ValueRange(
-            lower=1, lower_inclusive=True, upper=math.inf, upper_inclusive=False
-        ),
+        value_range=R.ValueRange(lower=1, lower_inclusive=True, upper=math.inf, upper_inclusive=False),
         increasing=False,
     ),
 }
@@ -318,10 +316,7 @@ def test_resolve_matches_pykeen_lookup():
         cls = getattr(R, name)
         labels = (*cls.synonyms, name) + (() if name in K_CLASSES else (make(P, name).key,))
         for label in labels:
-            assert (
-                type(R.resolve(label)).__name__
-                == P.rank_based_metric_resolver.lookup(label).__name__
-            )
+            assert type(R.resolve(label)).__name__ == P.rank_based_metric_resolver.lookup(label).__name__
 
 
 def test_resolve_other_forms():
@@ -378,9 +373,7 @@ def test_register_k_factories():
 def test_bad_input(name):
     metric = make(R, name)
     n = np.array([3, 4, 5])
-    with pytest.raises(
-        ValueError, match=r"ranks must lie in \[1, num_candidates\]; got ranks\[1\]=5.0"
-    ):
+    with pytest.raises(ValueError, match=r"ranks must lie in \[1, num_candidates\]; got ranks\[1\]=5.0"):
         metric([1, 5, 2], n)
     with pytest.raises(ValueError, match=r"ranks must be >= 1; got ranks\[0\]=0.0"):
         metric([0, 1, 2], n)
@@ -425,9 +418,7 @@ def test_sampling(name):
     e, sd = metric.expected_value(n, weights=w), metric.std(n, weights=w)
     assert abs(values.mean() - e) < 5 * sd / math.sqrt(4000)
     assert values.var(ddof=1) == pytest.approx(sd * sd, rel=0.15)
-    slow = metric.get_sampled_values(
-        n, num_samples=50, weights=w, generator=2, memory_intense=False
-    )
+    slow = metric.get_sampled_values(n, num_samples=50, weights=w, generator=2, memory_intense=False)
     assert slow.shape == (50,)
     assert metric.numeric_expected_value(
         num_candidates=n, num_samples=2000, weights=w, generator=3
@@ -437,9 +428,7 @@ def test_sampling(name):
         num_candidates=n, num_samples=500, n_boot=200, generator=4
     )
     assert lo <= mid <= hi
-    lo, mid, hi = metric.numeric_variance_with_ci(
-        num_candidates=n, num_samples=500, n_boot=200, generator=4
-    )
+    lo, mid, hi = metric.numeric_variance_with_ci(num_candidates=n, num_samples=500, n_boot=200, generator=4)
     assert 0 <= lo <= mid <= hi
     with pytest.raises(ValueError, match="num_samples"):
         metric.get_sampled_values(n, num_samples=0)
@@ -462,9 +451,7 @@ def test_no_closed_form_falls_back_to_sampling():
     # median of three U{1..5}: P(med = m) from enumeration
     meds = [sorted(r)[1] for r in itertools.product(range(1, 6), repeat=3)]
     exact = sum(meds) / len(meds)
-    assert metric.expected_value([5, 5, 5], num_samples=20000, generator=0) == pytest.approx(
-        exact, abs=0.05
-    )
+    assert metric.expected_value([5, 5, 5], num_samples=20000, generator=0) == pytest.approx(exact, abs=0.05)
     assert metric.key == "median_rank"
 
 

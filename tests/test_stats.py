@@ -159,9 +159,7 @@ def test_zeta_neg(a):
     assert float(S.zeta_neg(np.float64(a))) == pytest.approx(float(ref), abs=2e-16)
     # zeta(-a) + 1/2 keeps relative accuracy as a -> 0
     if a > 0:
-        assert float(S._zeta_neg_plus_half(np.float64(a))) == pytest.approx(
-            float(ref + 0.5), rel=1e-15
-        )
+        assert float(S._zeta_neg_plus_half(np.float64(a))) == pytest.approx(float(ref + 0.5), rel=1e-15)
 
 
 A_GRID = [1e-9, 1e-4, 0.01, 0.25, 0.5, 1.0, 4.0 / 3.0, 1.75, 2.0]
@@ -511,9 +509,7 @@ def test_gmr_stream_torch_matches_numpy():
     }
     for key in a:
         assert b[key].dtype == torch.float64
-        np.testing.assert_allclose(
-            b[key].numpy(), a[key], rtol=1e-12, atol=1e-13 * np.abs(a[key]).max()
-        )
+        np.testing.assert_allclose(b[key].numpy(), a[key], rtol=1e-12, atol=1e-13 * np.abs(a[key]).max())
 
 
 # ------------------------------------------------------------------------------------------
@@ -540,16 +536,12 @@ def test_bad_weights_and_shapes():
         S.gmr_expectation([3, 4], [1.0, 0.0])
     with pytest.raises(ValueError, match=r"weights must be positive; got weights\[0\]=-1.0"):
         S.hits_variance([3, 4], 2, [-1.0, 2.0])
-    with pytest.raises(
-        ValueError, match=r"weights must have the same shape .*\(2,\).*shape \(3,\)"
-    ):
+    with pytest.raises(ValueError, match=r"weights must have the same shape .*\(2,\).*shape \(3,\)"):
         S.mrr_variance([3, 4], [1.0, 2.0, 3.0])
 
 
 def test_bad_ranks():
-    with pytest.raises(
-        ValueError, match=r"ranks must lie in \[1, num_candidates\]; got ranks\[1\]=5.0"
-    ):
+    with pytest.raises(ValueError, match=r"ranks must lie in \[1, num_candidates\]; got ranks\[1\]=5.0"):
         S.check_ranks([1, 5], [3, 4])
     with pytest.raises(ValueError, match=r"ranks must be >= 1; got ranks\[0\]=0.0"):
         S.check_ranks([0, 1])

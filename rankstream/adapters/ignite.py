@@ -226,7 +226,6 @@ class NDCG(KernelMetric):
 # setting). See rankstream.core.metrics.rank_based for the definitions and the state.
 
 
-
 class RankBasedMetrics(KernelMetric):
     """Every rank-based metric in one pass: ``compute()`` returns a dict (ignite flattens it
     into ``engine.state.metrics``) with, for ``key`` in ``hits_at_{k}`` (each ``k`` of ``ks``),

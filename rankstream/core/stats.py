@@ -224,18 +224,14 @@ def _float_array(x: Any, name: str) -> np.ndarray:
     if x is None:
         raise ValueError(f"{name} must be given, got None")
     arr = _to_numpy(x)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
-    ):
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)):
         raise ValueError(f"{name} must be numeric, got {_describe(arr)}")
     if arr.size == 0:
         raise ValueError(f"{name} must not be empty, got shape {arr.shape}")
     arr = arr.astype(np.float64, copy=False)
     bad = ~np.isfinite(arr)
     if bad.any():
-        raise ValueError(
-            f"{name} must be finite; got {_first_bad(arr, bad, name)} ({_describe(arr)})"
-        )
+        raise ValueError(f"{name} must be finite; got {_first_bad(arr, bad, name)} ({_describe(arr)})")
     return arr
 
 
@@ -244,9 +240,7 @@ def check_num_candidates(num_candidates: Any, name: str = "num_candidates") -> n
     arr = _float_array(num_candidates, name)
     bad = (arr < 1) | (arr != np.floor(arr))
     if bad.any():
-        raise ValueError(
-            f"{name} must be integers >= 1; got {_first_bad(arr, bad, name)} ({_describe(arr)})"
-        )
+        raise ValueError(f"{name} must be integers >= 1; got {_first_bad(arr, bad, name)} ({_describe(arr)})")
     return arr
 
 
@@ -264,9 +258,7 @@ def check_weights(
         )
     bad = arr <= 0
     if bad.any():
-        raise ValueError(
-            f"{name} must be positive; got {_first_bad(arr, bad, name)} ({_describe(arr)})"
-        )
+        raise ValueError(f"{name} must be positive; got {_first_bad(arr, bad, name)} ({_describe(arr)})")
     return arr
 
 
@@ -275,9 +267,7 @@ def check_ranks(ranks: Any, num_candidates: Any = None) -> np.ndarray:
     arr = _float_array(ranks, "ranks")
     bad = arr < 1
     if bad.any():
-        raise ValueError(
-            f"ranks must be >= 1; got {_first_bad(arr, bad, 'ranks')} ({_describe(arr)})"
-        )
+        raise ValueError(f"ranks must be >= 1; got {_first_bad(arr, bad, 'ranks')} ({_describe(arr)})")
     if num_candidates is not None:
         n = check_num_candidates(num_candidates)
         if n.shape != arr.shape:
@@ -752,11 +742,7 @@ def harmonic2_xp(n: Array, xp: Any) -> Array:
     x = inv * inv
     tail = inv * (
         1.0
-        + inv
-        * (
-            -0.5
-            + inv * (1.0 / 6 + x * (-1.0 / 30 + x * (1.0 / 42 + x * (-1.0 / 30 + x * 5.0 / 66))))
-        )
+        + inv * (-0.5 + inv * (1.0 / 6 + x * (-1.0 / 30 + x * (1.0 / 42 + x * (-1.0 / 30 + x * 5.0 / 66)))))
     )
     asym = _ZETA_2 - tail
     return xp.where(n < DIRECT_SUM_BELOW, exact, asym)
@@ -822,9 +808,7 @@ def moments_from_sums(sums: Mapping[str, Any]) -> tuple[float, float]:
     return mean, var
 
 
-def gmr_stream_terms(
-    n: Array, w: Array | None, xp: Any, order: int = DEFAULT_GMR_ORDER
-) -> dict[str, Array]:
+def gmr_stream_terms(n: Array, w: Array | None, xp: Any, order: int = DEFAULT_GMR_ORDER) -> dict[str, Array]:
     r"""Per-task contributions to the GMR state (a truncated cumulant series), all shape ``n``.
 
     ``sum_i ln E[r_i^{a_i}] = sum_m F_m / (m! W^m)`` with ``F_m = sum_i w_i^m kappa_m(N_i)``
@@ -966,9 +950,7 @@ def gmr_moments_from_sums(sums: Mapping[str, Any]) -> tuple[float, float, float]
         hi = _expm1(2.0 * eps_l) + math.exp(2.0 * eps_l) * (
             _expm1(upsilon + eps_u) / math.expm1(upsilon) - 1.0
         )
-        lo = 1.0 - math.exp(-2.0 * eps_l) * math.expm1(max(upsilon - eps_u, 0.0)) / math.expm1(
-            upsilon
-        )
+        lo = 1.0 - math.exp(-2.0 * eps_l) * math.expm1(max(upsilon - eps_u, 0.0)) / math.expm1(upsilon)
         rel_v = max(hi, lo)
     else:
         rel_v = math.inf
