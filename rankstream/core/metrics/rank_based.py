@@ -58,6 +58,7 @@ data-dependent), so they work eagerly only.
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -187,11 +188,19 @@ def _xp(ops: Ops) -> Any:
 
 
 def _int_dtype(ops: Ops) -> Any:
-    if ops.name == "torch":
+    if ops.name == "torch" or getattr(ops, "backend", None) == "torch":  # KerasOps on torch too
         import torch
 
         return torch.int64
-    return np.int64 if ops.name == "numpy" else "int64"
+    # keras: int32 (JAX has no int64 without x64; indices stay far below 2^31)
+    return np.int64 if ops.name == "numpy" else "int32"
+
+
+def _flat(ops: Ops, x: Array) -> Array:
+    """``x`` as 1-D (TensorFlow tensors have no ``reshape`` method)."""
+    if ops.name == "keras":
+        return ops.k.reshape(x, (-1,))
+    return x.reshape(-1)
 
 
 def _log(ops: Ops, x: Array) -> Array:
@@ -304,6 +313,12 @@ def _row_sums(ops: Ops, x: Array) -> Array:
 
 def _not(x: Array) -> Array:
     return ~x
+
+
+def _and_not(ops: Ops, a: Array, b: Array) -> Array:
+    """``a & ~b`` of bool arrays (one pass as ``a > b`` where bool comparison exists; not on
+    TensorFlow)."""
+    return a & ~b if ops.name == "keras" else a > b
 
 
 # ==========================================================================================
@@ -459,7 +474,7 @@ def _positive_slots(ops: Ops, pos: Array, like: Array) -> tuple[Array, Array, Ar
     One ``nonzero`` (a host read: the number of tasks is data-dependent); the O(tasks)
     layout is done on the host."""
     b, n = _shape(pos)
-    flat = ops.to_numpy(ops.nonzero(pos.reshape(-1))).astype(np.int64)
+    flat = ops.to_numpy(ops.nonzero(_flat(ops, pos))).astype(np.int64)
     rows, cols = np.divmod(flat, n)
     per_row = np.bincount(rows, minlength=b)
     p_max = int(per_row.max()) if flat.size else 0
@@ -520,7 +535,7 @@ def _ranks_of_labels(batch: RankBatch, need: tuple[bool, bool]) -> RankTasks:
         pos = labels
     else:
         pos = labels == 1
-        nonbinary = (labels != 0) > pos  # bool > bool: True where label not in {0, 1}
+        nonbinary = _and_not(ops, labels != 0, pos)  # True where label not in {0, 1}
         flags["labels"] = ops.any(nonbinary if valid is None else nonbinary & valid)
     if valid is not None:
         pos = pos & valid
@@ -543,8 +558,11 @@ def _ranks_of_labels(batch: RankBatch, need: tuple[bool, bool]) -> RankTasks:
         return RankTasks(ops, one, one, one, w, has)
     n_valid = ops.zeros((b,), scores, acc) + float(n) if valid is None else _row_count(ops, valid, acc)
     n_keep = n_valid - n_pos  # the non-positive candidates
-    # the candidates of a positive: valid non-positives (valid > pos is valid & ~pos)
-    s_eff = _exclude(ops, scores, None, pos) if valid is None else _exclude(ops, scores, valid > pos)
+    # the candidates of a positive: valid non-positives
+    if valid is None:
+        s_eff = _exclude(ops, scores, None, pos)
+    else:
+        s_eff = _exclude(ops, scores, _and_not(ops, valid, pos))
     t_all = ops.where(has, ops.take_along(scores, idx), float("nan"))
     nan_rows = ops.isnan(_row_sums(ops, s_eff)) | ops.any(ops.isnan(t_all) & has, axis=1)
     if ops.eager and ops.host_bools(ops.any(nan_rows))[0]:
@@ -576,9 +594,47 @@ def check_rank_type(rank_type: Any) -> str:
     return rank_type
 
 
-def _safe_divide(x: float, y: float) -> float:
+def _safe_divide(x: Array, y: Array, xp: Any) -> Array:
     """PyKEEN's ``_safe_divide``: divide by ``y`` clipped away from 0 (sign kept)."""
-    return x / math.copysign(max(abs(y), EPSILON), y)
+    size = xp.maximum(xp.abs(y), EPSILON)
+    return x / xp.where(y < 0.0, -size, size)
+
+
+def _gmr_moments(total: Array, cumulants: list[Array], tail: Array, xp: Any) -> tuple[Array, Array, Array]:
+    """:func:`rankstream.core.stats.gmr_moments_from_sums` as elementwise array code (numpy
+    or ``keras.ops``, traceable): every branch is computed and chosen with ``where``."""
+    order = len(cumulants)
+    inverse = 1.0 / total
+    scale = inverse  # W^-i (an O(M) graph, not i divisions per term)
+    log_e = upsilon = 0.0
+    for i, fm in enumerate(cumulants, start=1):
+        term = fm * scale / float(math.factorial(i))
+        log_e = log_e + term
+        if i >= 2:
+            upsilon = upsilon + (2.0**i - 2.0) * term
+        scale = scale * inverse
+    upsilon = xp.maximum(upsilon, 0.0)
+    expectation = xp.exp(log_e)
+    variance = xp.exp(2.0 * log_e) * xp.expm1(upsilon)
+    # truncation bounds (see stats.gmr_moments_from_sums)
+    base = tail * scale  # tail / W^(M+1)
+
+    def eps(c: float) -> Array:
+        q_sum = c ** (order + 1) * base
+        q_max = xp.power(xp.maximum(q_sum, 0.0), 1.0 / (order + 1))
+        bounded = stats.GMR_CUMULANT_BOUND * q_sum / xp.where(q_max < 1.0, 1.0 - q_max, 1.0)
+        return xp.where(base <= 0.0, 0.0, xp.where(q_max < 1.0, bounded, math.inf))
+
+    eps_l, eps_u = eps(2.0), eps(4.0)
+    rel_e = xp.expm1(eps_l)
+    positive = upsilon > 0.0
+    den = xp.where(positive, xp.expm1(upsilon), 1.0)
+    hi = xp.expm1(2.0 * eps_l) + xp.exp(2.0 * eps_l) * (xp.expm1(upsilon + eps_u) / den - 1.0)
+    lo = 1.0 - xp.exp(-2.0 * eps_l) * xp.expm1(xp.maximum(upsilon - eps_u, 0.0)) / den
+    bound = xp.maximum(rel_e, xp.where(positive, xp.maximum(hi, lo), math.inf))
+    bound = xp.where(xp.isinf(eps_l) | xp.isinf(eps_u) | xp.isinf(variance), math.inf, bound)
+    bound = xp.where((eps_l == 0.0) & (eps_u == 0.0), 0.0, bound)
+    return expectation, variance, bound
 
 
 class RankKernel:
@@ -641,19 +697,23 @@ class RankKernel:
             # E and Var of r: the mean rank's, and the GMR's exact moments for a single task
             fields.update(rank_mean=(), rank_var=())
         self.fields = fields
-        self._tables: dict[Any, Any] = {}
+        self._tables: dict[int, np.ndarray] = {}
+        self._device_tables: dict[Any, Any] = {}
 
     # -- per-N expectation terms ---------------------------------------------------------
-    def _columns(self) -> list[str]:
-        cols: list[str] = []
+    def _columns(self) -> list[tuple[str, int]]:
+        """(field, power of the task weight) of each column of :meth:`_unit_terms`; a field
+        of shape (K,) or (M,) has K or M consecutive columns."""
+        cols: list[tuple[str, int]] = []
         if "hits" in self.metrics:
-            cols += [f"p{k}" for k in self.ks] + [f"pv{k}" for k in self.ks]
+            cols += [("hits_mean", 1)] * len(self.ks) + [("hits_var", 2)] * len(self.ks)
         if "mrr" in self.metrics:
-            cols += ["inv_mean", "inv_var"]
+            cols += [("inverse_rank_mean", 1), ("inverse_rank_var", 2)]
         if "mr" in self.metrics or "gmr" in self.metrics:
-            cols += ["rank_mean", "rank_var"]
+            cols += [("rank_mean", 1), ("rank_var", 2)]
         if "gmr" in self.metrics:
-            cols += [f"kappa{m}" for m in range(1, self.gmr_order + 1)] + ["tail"]
+            cols += [("gmr_cumulants", m) for m in range(1, self.gmr_order + 1)]
+            cols += [("gmr_tail", self.gmr_order + 1)]
         return cols
 
     def _unit_terms(self, n: Array, xp: Any) -> list[Array]:
@@ -676,27 +736,35 @@ class RankKernel:
         return out
 
     def _table(self, ops: Ops, like: Array, n: int, acc: Any) -> Array:
-        """(n, F) terms for N = 1..n, built with numpy once per (width, device)."""
-        key = (ops.name, n, str(getattr(like, "device", "")), str(acc))
-        table = self._tables.get(key)
-        if table is None:
+        """(n, F) terms for N = 1..n, built with numpy once per width and kept on the device
+        of ``like``. While tracing (``ops.eager`` False) only the numpy table is kept: a
+        tensor made inside a ``jit`` trace or a ``tf.function`` graph belongs to it."""
+        host = self._tables.get(n)
+        if host is None:
             grid = np.arange(1, n + 1, dtype=np.float64)
             terms = self._unit_terms(grid, np)
             cols = [np.broadcast_to(np.asarray(c, dtype=np.float64), grid.shape) for c in terms]
-            table = ops.asarray(np.stack(cols, axis=1), like=like, dtype=acc)
-            self._tables = {key: table}  # keep only the latest width
+            host = np.stack(cols, axis=1)
+            self._tables = {n: host}  # keep only the latest width
+        if not ops.eager:
+            return ops.asarray(host, like=like, dtype=acc)
+        key = (ops.name, n, str(getattr(like, "device", "")), str(acc))
+        table = self._device_tables.get(key)
+        if table is None:
+            table = ops.asarray(host, like=like, dtype=acc)
+            self._device_tables = {key: table}
         return table
 
-    def _terms(self, ops: Ops, nc: Array, n: int, like: Array) -> list[Array]:
-        """Unit-weight terms of every task (flat ``nc``), by table lookup or directly."""
+    def _terms(self, ops: Ops, nc: Array, n: int, like: Array) -> Array:
+        """(tasks, columns) unit-weight terms of every task (flat ``nc``), by table lookup or
+        directly."""
         acc = nc.dtype
         if n <= self.table_max:
             table = self._table(ops, like, n, acc)
             idx = ops.cast(ops.minimum(ops.maximum(nc, 1.0), float(n)) - 1.0, _int_dtype(ops))
-            rows = ops.take(table, idx, axis=0)
-            return [rows[:, j] for j in range(rows.shape[1])]
+            return ops.take(table, idx, axis=0)
         xp = _xp(ops)
-        return [c + 0.0 * nc for c in self._unit_terms(ops.maximum(nc, 1.0), xp)]
+        return ops.stack([c + 0.0 * nc for c in self._unit_terms(ops.maximum(nc, 1.0), xp)], axis=1)
 
     # -- Kernel protocol -------------------------------------------------------------------
     def batch_sums(
@@ -709,41 +777,38 @@ class RankKernel:
     def sums_of_tasks(self, tasks: RankTasks, n: int) -> dict[str, Array]:
         """Field sums of a set of tasks (``n`` bounds the candidate counts)."""
         ops = tasks.ops
-        w = tasks.weights.reshape(-1)
-        is_task = tasks.is_task.reshape(-1)
-        r = ops.where(is_task, tasks.ranks(self.rank_type).reshape(-1), 1.0)
-        nc = ops.where(is_task, tasks.num_candidates.reshape(-1), 1.0)
+        w = _flat(ops, tasks.weights)
+        is_task = _flat(ops, tasks.is_task)
+        r = ops.where(is_task, _flat(ops, tasks.ranks(self.rank_type)), 1.0)
+        nc = ops.where(is_task, _flat(ops, tasks.num_candidates), 1.0)
         acc = w.dtype
         out: dict[str, Array] = {"weight": ops.sum(w), "count": ops.sum(ops.cast(w > 0, acc))}
         out["invalid"] = (
             out["weight"] * 0.0 if tasks.invalid is None else ops.sum(ops.cast(tasks.invalid, acc))
         )
-        terms = dict(zip(self._columns(), self._terms(ops, nc, n, w), strict=True))
-        w2 = w * w
+        # the expectation terms: sum_t w_t^p(c) terms[t, c] for every column c in one reduction
+        columns = self._columns()
+        powers = [w]
+        for _ in range(max(p for _, p in columns) - 1):
+            powers.append(powers[-1] * w)
+        weights = ops.stack([powers[p - 1] for _, p in columns], axis=1)
+        col_sums = ops.sum(weights * self._terms(ops, nc, n, w), axis=0)
+        start = 0
+        for field, group in itertools.groupby(columns, key=lambda c: c[0]):
+            size = len(list(group))
+            out[field] = col_sums[start : start + size] if self.fields[field] else col_sums[start]
+            start += size
+        # the values
         if "hits" in self.metrics:
             ks = ops.asarray(self.ks, like=r, dtype=acc)
             hit = ops.cast(r[:, None] <= ks[None, :], acc)
             out["hits"] = ops.sum(hit * w[:, None], axis=0)
-            out["hits_mean"] = ops.stack([ops.sum(w * terms[f"p{k}"]) for k in self.ks])
-            out["hits_var"] = ops.stack([ops.sum(w2 * terms[f"pv{k}"]) for k in self.ks])
         if "mrr" in self.metrics:
             out["inverse_rank"] = ops.sum(w / r)
-            out["inverse_rank_mean"] = ops.sum(w * terms["inv_mean"])
-            out["inverse_rank_var"] = ops.sum(w2 * terms["inv_var"])
         if "gmr" in self.metrics:
             out["log_rank"] = ops.sum(w * _log(ops, r))
-            cum = []
-            wp = w
-            for m in range(1, self.gmr_order + 1):
-                cum.append(ops.sum(wp * terms[f"kappa{m}"]))
-                wp = wp * w
-            out["gmr_cumulants"] = ops.stack(cum)
-            out["gmr_tail"] = ops.sum(wp * terms["tail"])
         if "mr" in self.metrics:
             out["rank"] = ops.sum(w * r)
-        if "mr" in self.metrics or "gmr" in self.metrics:
-            out["rank_mean"] = ops.sum(w * terms["rank_mean"])
-            out["rank_var"] = ops.sum(w2 * terms["rank_var"])
         return out
 
     def check_computable(self, sums: Mapping[str, Any]) -> None:
@@ -761,58 +826,76 @@ class RankKernel:
                 f"before compute() (tasks seen: {int(np.asarray(sums['count']))})"
             )
 
-    def compute(self, sums: Mapping[str, Any], ops: Ops | None = None) -> dict[str, float]:
-        """Every value, expectation, variance, adjusted index and z-score (host floats)."""
-        s = {k: np.asarray(v, dtype=np.float64) for k, v in sums.items()}
-        total = float(s["weight"])
-        out: dict[str, float] = {}
+    def compute(self, sums: Mapping[str, Any], ops: Ops | None = None) -> dict[str, Array]:
+        """Every value, expectation, variance, adjusted index and z-score, as 0-d arrays of
+        ``ops`` (numpy float64 by default; ``keras.ops`` tensors for the Keras adapter).
 
-        def add(key: str, value: float, mean: float, var: float, increasing: bool, index: bool) -> None:
+        Elementwise arithmetic only (every branch taken with ``where``), so it runs under
+        ``jit``/``tf.function``. Without a task of positive weight every entry is 0 (the
+        Keras convention of an empty mean; the Ignite adapter and :class:`State` raise in
+        :meth:`check_computable` first), and with ``invalid`` rows every entry but ``count``
+        is NaN."""
+        if ops is None or ops.name == "numpy":
+            s = {k: np.asarray(v, dtype=np.float64) for k, v in sums.items()}
+            with np.errstate(all="ignore"):
+                return self._compute(s, np)
+        return self._compute(sums, _xp(ops))
+
+    def _compute(self, s: Mapping[str, Any], xp: Any) -> dict[str, Array]:
+        weight = s["weight"]
+        seen = weight > 0.0
+        total = xp.where(seen, weight, 1.0)
+        out: dict[str, Array] = {}
+
+        def add(key: str, value: Array, mean: Array, var: Array, increasing: bool, index: bool) -> None:
             out[key] = value
             out[f"expected_{key}"] = mean
             out[f"variance_{key}"] = var
             # PyKEEN: ReindexedMetric (M - E) / (1 - E), ZMetric (M - E) / std, sign-flipped
             # for metrics where smaller is better; both with _safe_divide.
-            scale = _safe_divide(1.0, 1.0 - mean)
+            scale = _safe_divide(1.0, 1.0 - mean, xp)
             out[("adjusted_" + key + ("_index" if index else ""))] = scale * value - scale * mean
-            zscale = _safe_divide(1.0, math.sqrt(max(var, 0.0)))
+            zscale = _safe_divide(1.0, xp.sqrt(xp.maximum(var, 0.0)), xp)
             if not increasing:
                 zscale = -zscale
             out[f"z_{key}"] = zscale * value - zscale * mean
 
-        def linear(prefix: str, j: int | None = None) -> tuple[float, float]:
-            pick = (lambda x: x) if j is None else (lambda x: x[j])
-            return stats.moments_from_sums(
-                {"weight": total, "mean": pick(s[f"{prefix}_mean"]), "var": pick(s[f"{prefix}_var"])}
-            )
+        def linear(prefix: str, j: int | None = None) -> tuple[Array, Array]:
+            mean, var = s[f"{prefix}_mean"], s[f"{prefix}_var"]
+            if j is not None:
+                mean, var = mean[j], var[j]
+            return mean / total, var / (total * total)  # stats.moments_from_sums
 
         if "hits" in self.metrics:
             for j, k in enumerate(self.ks):
                 mean, var = linear("hits", j)
-                add(f"hits_at_{k}", float(s["hits"][j]) / total, mean, var, True, False)
+                add(f"hits_at_{k}", s["hits"][j] / total, mean, var, True, False)
         if "mrr" in self.metrics:
             mean, var = linear("inverse_rank")
-            add("inverse_harmonic_mean_rank", float(s["inverse_rank"]) / total, mean, var, True, False)
+            add("inverse_harmonic_mean_rank", s["inverse_rank"] / total, mean, var, True, False)
         if "gmr" in self.metrics:
-            gsums = {"weight": total, "tail": float(s["gmr_tail"])}
-            for m in range(1, self.gmr_order + 1):
-                gsums[f"cumulant_{m}"] = float(s["gmr_cumulants"][m - 1])
-            if float(s["count"]) == 1.0:
-                # one task (of positive weight): GMR = its rank, E and Var are exact
-                (mean, var), bound = linear("rank"), 0.0
-            else:
-                mean, var, bound = stats.gmr_moments_from_sums(gsums)
-            add("geometric_mean_rank", math.exp(float(s["log_rank"]) / total), mean, var, False, True)
-            out["geometric_mean_rank_error_bound"] = bound
+            cumulants = [s["gmr_cumulants"][m] for m in range(self.gmr_order)]
+            mean, var, bound = _gmr_moments(total, cumulants, s["gmr_tail"], xp)
+            # one task (of positive weight): GMR = its rank, E and Var are exact
+            one = s["count"] == 1.0
+            mean1, var1 = linear("rank")
+            mean, var = xp.where(one, mean1, mean), xp.where(one, var1, var)
+            add("geometric_mean_rank", xp.exp(s["log_rank"] / total), mean, var, False, True)
+            out["geometric_mean_rank_error_bound"] = xp.where(one, 0.0, bound)
         if "mr" in self.metrics:
             mean, var = linear("rank")
-            value = float(s["rank"]) / total
+            value = s["rank"] / total
             add("arithmetic_mean_rank", value, mean, var, False, True)
-            out["adjusted_arithmetic_mean_rank"] = _safe_divide(value, mean)
-        out["count"] = float(s["count"])
+            out["adjusted_arithmetic_mean_rank"] = _safe_divide(value, mean, xp)
+        bad = s["invalid"] > 0.0
+        out = {k: xp.where(bad, math.nan, xp.where(seen, v, 0.0)) for k, v in out.items()}
+        out["count"] = s["count"] + 0.0 * weight
         return out
 
-    def finalize(self, value: dict[str, float]) -> Any:
+    def select_value(self, value: Mapping[str, Any]) -> Any:
+        """What the metric reports from :meth:`compute`'s dict, as it is (arrays or floats):
+        the dict itself, or with ``select=(family, form)`` the chosen entry (a list ordered by
+        ``ks`` for Hits@k with several ``k``)."""
         if self.select is None:
             return value
         fam, form = self.select
@@ -822,17 +905,8 @@ class RankKernel:
             "gmr": ["geometric_mean_rank"],
             "mr": ["arithmetic_mean_rank"],
         }[fam]
-        if fam == "gmr" and form in ("expected", "variance", "adjusted", "z"):
-            bound = value["geometric_mean_rank_error_bound"]
-            if not bound <= GMR_WARN_BOUND:
-                warnings.warn(
-                    f"the streamed GMR expectation/variance is only known to within a relative "
-                    f"{bound:.3g} for so few (or so unevenly weighted) tasks",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
 
-        def one(key: str) -> float:
+        def one(key: str) -> Any:
             if form == "value":
                 return value[key]
             if form in ("expected", "variance", "z"):
@@ -842,6 +916,26 @@ class RankKernel:
 
         vals = [one(key) for key in keys]
         return vals[0] if len(vals) == 1 else vals
+
+    def warn_if_inexact(self, value: Mapping[str, Any]) -> None:
+        """``RuntimeWarning`` when a selected GMR expectation/variance/adjusted/z value rests on
+        a streamed expectation whose error bound exceeds :data:`GMR_WARN_BOUND`."""
+        if self.select is None or self.select[0] != "gmr" or self.select[1] == "value":
+            return
+        bound = float(np.asarray(value["geometric_mean_rank_error_bound"]))
+        if bound > GMR_WARN_BOUND:
+            warnings.warn(
+                f"the streamed GMR expectation/variance is only known to within a relative "
+                f"{bound:.3g} for so few (or so unevenly weighted) tasks",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def finalize(self, value: Mapping[str, Any]) -> Any:
+        """Host floats of :meth:`compute`'s dict, selected (see :meth:`select_value`)."""
+        value = {k: float(np.asarray(v)) for k, v in value.items()}
+        self.warn_if_inexact(value)
+        return self.select_value(value)
 
     def __repr__(self) -> str:
         return (
