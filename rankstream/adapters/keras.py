@@ -165,7 +165,8 @@ class KernelMetric(keras.metrics.Metric):
         )
         seed_state = None if self._seed_generator is None else K.copy(self._seed_generator.state.value)
         try:
-            sums = self._kernel.batch_sums(keras_ops(y_pred), y_pred, y, mask, weight)
+            batch_sums = _unconverted(self._kernel.batch_sums)
+            sums = batch_sums(keras_ops(y_pred), y_pred, y, mask, weight)
         except Exception:
             if seed_state is not None:  # leave everything as it was, the random stream too
                 self._seed_generator.state.assign(seed_state)
@@ -199,7 +200,7 @@ class KernelMetric(keras.metrics.Metric):
         return out
 
     def result(self) -> Any:
-        value = self._kernel.compute(self.totals(), keras_ops())
+        value = _unconverted(self._kernel.compute)(self.totals(), keras_ops())
         if tuple(value.shape) == (1,):
             value = K.reshape(value, ())
         return K.cast(value, self.dtype)
