@@ -19,6 +19,14 @@ KERNELS = {
     "ndcg_linear_nothr": lambda ks: NDCGKernel(
         ks, gain="linear_rank", relevance_threshold=None, empty="zero"
     ),
+    # keras-rs list weights are batch dependent only through lists without a relevant item
+    # (they get their batch's mean weight): skipping those makes any batching give one number
+    "ndcg_keras_rs_skip": lambda ks: NDCGKernel(
+        ks, weighting="keras_rs", negative_labels="mask", empty="skip"
+    ),
+    "map_keras_rs_skip": lambda ks: MAPKernel(
+        ks, denominator="all", weighting="keras_rs", negative_labels="mask", empty="skip"
+    ),
 }
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

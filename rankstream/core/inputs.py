@@ -51,6 +51,19 @@ def _shape(x: Any) -> tuple[int | None, ...]:
     return tuple(None if d is None else int(d) for d in x.shape)
 
 
+def known_rank(x: Any, name: str) -> Any:
+    """``x``, or a ``ValueError`` naming ``name`` when its rank is unknown at trace time (a
+    ``tf.function`` traced with a ``TensorSpec`` of shape None): the layout (one list or a
+    batch, per-list or per-item weights) is read from the rank."""
+    if x is not None and hasattr(x, "shape") and getattr(x.shape, "rank", 0) is None:
+        raise ValueError(
+            f"{name} has an unknown rank ({type(x).__name__} of dtype {x.dtype}, traced with shape "
+            f"None): give it a known rank, e.g. tf.TensorSpec([None, list_size]) in the input "
+            f"signature, or x.set_shape / tf.ensure_shape before the metric"
+        )
+    return x
+
+
 def _same_shape(a: tuple[int | None, ...], b: tuple[int | None, ...]) -> bool:
     """Equal shapes, an unknown (None) dimension matching any size."""
     return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
@@ -58,15 +71,28 @@ def _same_shape(a: tuple[int | None, ...], b: tuple[int | None, ...]) -> bool:
 
 def _describe(x: Any) -> str:
     if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return f"{type(x).__name__} of shape {_shape(x)} and dtype {x.dtype}"
+        shape = "unknown" if getattr(x.shape, "rank", 0) is None else _shape(x)
+        return f"{type(x).__name__} of shape {shape} and dtype {x.dtype}"
     return f"{type(x).__name__} {x!r}"[:200]
+
+
+def static_list_size(y_pred: Any, axis_name: str = "num_items") -> int:
+    """The static size of ``y_pred``'s axis 1, or a ``ValueError`` when it is only known at run
+    time (a traced axis of size None): cut-offs, sorts and per-size tables are built for it."""
+    n = _shape(y_pred)[1]
+    if n is None:
+        raise ValueError(
+            f"y_pred's {axis_name} (axis 1) must be known when traced, got shape {_shape(y_pred)}: "
+            f"give it a static size, e.g. tf.TensorSpec([None, list_size]) or padded batches"
+        )
+    return n
 
 
 def as_array(ops: Ops, x: Any, name: str) -> Array:
     if x is None:
         raise TypeError(f"{name} must be an array, got None")
     if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return x
+        return known_rank(x, name)
     try:
         return ops.asarray(x)
     except Exception as exc:
@@ -148,6 +174,7 @@ def list_batch(
     y = as_array(ops, y, "y")
     if len(y_pred.shape) != 2:
         raise ValueError(f"y_pred must be 2-D (batch, num_items), got shape {_shape(y_pred)}")
+    static_list_size(y_pred)
     if not _same_shape(_shape(y), _shape(y_pred)):
         raise ValueError(
             f"y_pred and y must have the same shape, got y_pred {_shape(y_pred)} and y {_shape(y)}"
@@ -230,6 +257,7 @@ def unpack_ranking_inputs(y_true: Any, y_pred: Any, sample_weight: Any = None) -
     for name, x in (("y_true", y_true), ("y_pred", y_pred), ("mask", mask), ("sample_weight", sample_weight)):
         if x is not None and not hasattr(x, "shape"):
             raise TypeError(f"{name} must be a tensor, got {_describe(x)}")
+        known_rank(x, name)
     if y_true is None or y_pred is None:
         raise TypeError(f"y_true and y_pred must be tensors, got {_describe(y_true)} and {_describe(y_pred)}")
     shape = _shape(y_true)

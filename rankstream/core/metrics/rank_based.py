@@ -28,14 +28,17 @@ expectations are right for ragged lists.
     inverse_rank ()      sum w / r                 inverse_rank_mean, inverse_rank_var: E, Var of 1/r
     rank ()              sum w r                   rank_mean, rank_var:                 E, Var of r
     log_rank ()          sum w ln r
-    gmr_cumulants (M,)   sum w^m kappa_m(N)        gmr_tail ()       sum w^(M+1) I[N > 1]
+    gmr_cumulants (M,)   sum w^m kappa_m(N) / m!   gmr_tail ()       sum w^(M+1) I[N > 1]
 
 (``*_mean`` fields hold ``sum w E_i`` and ``*_var`` fields ``sum w^2 Var_i``, so
 ``E = mean / weight`` and ``Var = var / weight^2``.) ``kappa_m(N)`` are the cumulants of
 ``ln r`` for ``r ~ U{1..N}``: ``ln E[GMR] = sum_i ln E[r_i^{a_i}]`` with ``a_i = w_i / W``
 is not a sum over tasks (``a_i`` depends on the total ``W``), but its Taylor series in ``a`` is:
 ``sum_m F_m / (m! W^m)`` with ``F_m = sum_i w_i^m kappa_m(N_i)``
-(:func:`rankstream.core.stats.gmr_stream_terms`); the variance uses the same sums, and
+(:func:`rankstream.core.stats.gmr_stream_terms`), kept as the Taylor coefficients ``F_m / m!``
+(``|kappa_m|`` grows like ``(m-1)!``: ``F_m`` itself would leave float32's range at weights
+near 10 for large lists, ``F_m / m!`` only near ``(m 3.4e38)^(1/m)``); the variance uses the
+same sums, and
 ``gmr_tail`` bounds the truncation error (:func:`rankstream.core.stats.gmr_moments_from_sums`,
 reported as ``geometric_mean_rank_error_bound``: below 1e-13 relative from about 30 equally
 weighted tasks on with the default order 20; large or ``inf`` for a handful of tasks).
@@ -68,7 +71,7 @@ from typing import Any
 import numpy as np
 
 from rankstream.core import stats
-from rankstream.core.inputs import _describe, _shape, as_array, check_positive_ints
+from rankstream.core.inputs import _describe, _shape, as_array, check_positive_ints, static_list_size
 from rankstream.core.ops import Array, Ops, get_ops, is_torch
 from rankstream.core.state import NotComputableError
 
@@ -83,6 +86,11 @@ TABLE_MAX = 1 << 17
 EPSILON = 1.0e-12
 #: default number of cumulant sums of the streamed GMR expectation
 DEFAULT_GMR_ORDER = stats.MAX_GMR_ORDER
+#: the order for float32 state: the sums hold w^m up to w^(M+1), which at M = 20 leave float32
+#: (max 3.4e38) for task weights above about 68; at M = 8 the state holds weights from about
+#: 1e-4 to 1.9e4 (within float32's normal range). Its truncation error is about n^-8 / 9 for n
+#: equally weighted tasks (below float32's 6e-8 from 7 tasks on) and is reported as the bound.
+FLOAT32_GMR_ORDER = 8
 #: warn when the GMR expectation's error bound exceeds this (relative)
 GMR_WARN_BOUND = 1e-3
 
@@ -123,7 +131,7 @@ def rank_batch(
         raise TypeError(f"y_pred must hold real scores, got dtype {ops.dtype_name(y_pred)}")
     if not ops.is_floating(y_pred):
         y_pred = ops.cast(y_pred, ops.acc_dtype(y_pred))
-    b, n = _shape(y_pred)
+    b, n = _shape(y_pred)[0], static_list_size(y_pred, "num_candidates")
     if n == 0:
         raise ValueError(f"y_pred must have at least one candidate per row, got shape {_shape(y_pred)}")
     target = labels = None
@@ -600,15 +608,16 @@ def _safe_divide(x: Array, y: Array, xp: Any) -> Array:
     return x / xp.where(y < 0.0, -size, size)
 
 
-def _gmr_moments(total: Array, cumulants: list[Array], tail: Array, xp: Any) -> tuple[Array, Array, Array]:
+def _gmr_moments(total: Array, coefficients: list[Array], tail: Array, xp: Any) -> tuple[Array, Array, Array]:
     """:func:`rankstream.core.stats.gmr_moments_from_sums` as elementwise array code (numpy
-    or ``keras.ops``, traceable): every branch is computed and chosen with ``where``."""
-    order = len(cumulants)
+    or ``keras.ops``, traceable): every branch is computed and chosen with ``where``.
+    ``coefficients[m - 1]`` is ``F_m / m!`` (the ``gmr_cumulants`` field)."""
+    order = len(coefficients)
     inverse = 1.0 / total
     scale = inverse  # W^-i (an O(M) graph, not i divisions per term)
     log_e = upsilon = 0.0
-    for i, fm in enumerate(cumulants, start=1):
-        term = fm * scale / float(math.factorial(i))
+    for i, coefficient in enumerate(coefficients, start=1):
+        term = coefficient * scale
         log_e = log_e + term
         if i >= 2:
             upsilon = upsilon + (2.0**i - 2.0) * term
@@ -732,7 +741,9 @@ class RankKernel:
             out += [t["mean"], t["var"]]
         if "gmr" in self.metrics:
             t = stats.gmr_stream_terms(n, None, xp, order=self.gmr_order)
-            out += [t[f"cumulant_{m}"] for m in range(1, self.gmr_order + 1)] + [t["tail"]]
+            # Taylor coefficients kappa_m / m! (magnitude about 1/m), see the module docstring
+            out += [t[f"cumulant_{m}"] / float(math.factorial(m)) for m in range(1, self.gmr_order + 1)]
+            out += [t["tail"]]
         return out
 
     def _table(self, ops: Ops, like: Array, n: int, acc: Any) -> Array:
