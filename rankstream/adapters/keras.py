@@ -33,10 +33,10 @@ from typing import Any
 import keras
 from keras import ops as K
 
-from rankstream.core.inputs import unpack_ranking_inputs
+from rankstream.core.inputs import known_rank, unpack_ranking_inputs
 from rankstream.core.metrics.map import MAPKernel
 from rankstream.core.metrics.ndcg import GAIN_NAMES, NDCGKernel
-from rankstream.core.metrics.rank_based import RankKernel
+from rankstream.core.metrics.rank_based import DEFAULT_GMR_ORDER, FLOAT32_GMR_ORDER, RankKernel
 from rankstream.core.ops_keras import keras_ops, x64_enabled
 from rankstream.core.state import Kernel
 
@@ -73,11 +73,32 @@ def default_rank_discount_fn(rank: Any) -> Any:
 
 
 def _float64_state() -> bool:
+    """Whether the backend can hold float64 variables (not JAX without x64, not torch on MPS)."""
     if not x64_enabled():
         return False
     if keras.backend.backend() == "torch":
         return K.zeros(()).device.type != "mps"
     return True
+
+
+STATE_DTYPES = ("float64", "float32")
+
+
+def resolve_state_dtype(state_dtype: str | None) -> str:
+    """The state dtype a metric gets: ``state_dtype``, or (None) float64 where the backend has
+    it and float32 (compensated) elsewhere. Asking for float64 where it is not available is an
+    error, not a silent float32."""
+    if state_dtype is None:
+        return "float64" if _float64_state() else "float32"
+    if state_dtype not in STATE_DTYPES:
+        raise ValueError(f"state_dtype must be 'float64', 'float32' or None, got {state_dtype!r}")
+    if state_dtype == "float64" and not _float64_state():
+        raise ValueError(
+            f"state_dtype='float64' is not available on the {keras.backend.backend()} backend here "
+            "(JAX needs jax_enable_x64, e.g. JAX_ENABLE_X64=1; torch's MPS has no float64); "
+            "use state_dtype=None or 'float32' (compensated float32)"
+        )
+    return state_dtype
 
 
 class KernelMetric(keras.metrics.Metric):
@@ -89,8 +110,13 @@ class KernelMetric(keras.metrics.Metric):
             ``result()`` is returned in (``keras.backend.floatx()`` by default).
         seed_generator: the ``keras.random.SeedGenerator`` the kernel draws random tie orders
             from; its state is listed in ``variables`` so that it advances under JAX ``jit``.
-        state_dtype: ``"float64"`` or ``"float32"`` (compensated); default: float64 where the
-            backend allows it.
+        state_dtype: ``"float64"``, ``"float32"`` (with Kahan compensation) or None: float64
+            where the backend has it (torch, TensorFlow, JAX with x64), float32 elsewhere.
+
+    The state is one variable per kernel field (and its compensation), created with
+    ``aggregation="sum"``. :meth:`state_dict` / :meth:`load_state_dict` read and write it as
+    plain float64 numpy arrays, e.g. to resume an interrupted evaluation (Keras saves no
+    metric state in a ``.keras`` file, and ``evaluate`` resets the metrics when it starts).
     """
 
     def __init__(
@@ -102,10 +128,8 @@ class KernelMetric(keras.metrics.Metric):
         state_dtype: str | None = None,
     ) -> None:
         super().__init__(name=name, dtype=dtype)
-        if state_dtype is None:
-            state_dtype = "float64" if _float64_state() else "float32"
-        if state_dtype not in ("float64", "float32"):
-            raise ValueError(f"state_dtype must be 'float64', 'float32' or None, got {state_dtype!r}")
+        self._requested_state_dtype = state_dtype
+        state_dtype = resolve_state_dtype(state_dtype)
         self._kernel = kernel
         self._fields = dict(kernel.fields)
         self._state_dtype = state_dtype
@@ -135,6 +159,64 @@ class KernelMetric(keras.metrics.Metric):
     @property
     def kernel(self) -> Kernel:
         return self._kernel
+
+    @property
+    def state_dtype(self) -> str:
+        """The dtype of the state variables (``"float64"`` or compensated ``"float32"``)."""
+        return self._state_dtype
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        # as asked (None: the loading backend's default), so a saved model loads anywhere
+        config["state_dtype"] = self._requested_state_dtype
+        return config
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state's field sums as float64 numpy arrays (compensation applied), keyed by
+        field: a snapshot, read in cross-replica context (summed over replicas)."""
+        import numpy as np
+
+        def read(v: Any) -> Any:
+            return np.asarray(K.convert_to_numpy(K.convert_to_tensor(v)), dtype=np.float64)
+
+        out = {}
+        for i, field in enumerate(self._fields):
+            out[field] = read(self._totals[i])
+            if self._compensated:  # in float64: float32 would round total - compensation again
+                out[field] = out[field] - read(self._compensations[i])
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Set the state to ``state`` (from :meth:`state_dict`, of a metric with the same
+        kernel and settings); the compensation restarts at 0. Checked before anything is
+        assigned: the same fields, shapes and finite values, or a ``ValueError``.
+
+        With float32 state the compensation keeps what float32 rounding of each value lost.
+        To continue an interrupted ``evaluate``, load after Keras' reset, e.g. in a callback's
+        ``on_test_batch_begin`` at batch 0 (``on_test_begin`` runs before the reset)."""
+        import numpy as np
+
+        if not isinstance(state, Mapping) or sorted(state) != sorted(self._fields):
+            got = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+            raise ValueError(
+                f"state does not fit {type(self).__name__} {self.name!r}: expected the fields "
+                f"{sorted(self._fields)}, got {got}"
+            )
+        values = {}
+        for field, shape in self._fields.items():
+            value = np.asarray(state[field], dtype=np.float64)
+            if value.shape != tuple(shape) or not np.all(np.isfinite(value)):
+                raise ValueError(
+                    f"state[{field!r}] of {type(self).__name__} {self.name!r} must be finite with "
+                    f"shape {tuple(shape)}, got shape {value.shape} and values {value.tolist()}"
+                )
+            values[field] = value
+        for i, field in enumerate(self._fields):
+            total = values[field].astype(self._state_dtype)
+            self._totals[i].assign(total)
+            if self._compensated:  # total - compensation: the float64 value to float32's twice
+                comp = (total.astype(np.float64) - values[field]).astype(self._state_dtype)
+                self._compensations[i].assign(comp)
 
     @property
     def variables(self) -> list[Any]:
@@ -257,6 +339,8 @@ class NDCG(KernelMetric):
     Other conventions (keyword-only):
         relevance_threshold: labels below it count as 0 before the gain (``None``: as they are).
         empty: ``"zero"`` (lists with no relevant item score 0, keras-rs) or ``"skip"``.
+        state_dtype: ``"float64"``, ``"float32"`` (compensated) or None (float64 where the
+            backend has it), see :class:`KernelMetric`.
     """
 
     def __init__(
@@ -271,6 +355,7 @@ class NDCG(KernelMetric):
         *,
         relevance_threshold: float | None = None,
         empty: str = "zero",
+        state_dtype: str | None = None,
     ) -> None:
         self.k = _check_k(k)
         if not callable(rank_discount_fn):
@@ -294,7 +379,7 @@ class NDCG(KernelMetric):
             negative_labels="mask",
             generator=generator,
         )
-        super().__init__(kernel, name=name, dtype=dtype, seed_generator=generator)
+        super().__init__(kernel, name=name, dtype=dtype, seed_generator=generator, state_dtype=state_dtype)
         self.gain_fn = gain_fn
         self.rank_discount_fn = rank_discount_fn
         self.shuffle_ties = shuffle_ties
@@ -342,6 +427,7 @@ class MAP(KernelMetric):
             numerator reachable in the top ``k``: ``min(R, k)`` without weights, ignite's).
         relevance_threshold: relevant means ``y >= t`` (default 1.0) or, with None, ``y > 0``.
         empty: ``"zero"`` (keras-rs) or ``"skip"``.
+        state_dtype: as in :class:`NDCG`.
     """
 
     def __init__(
@@ -355,6 +441,7 @@ class MAP(KernelMetric):
         denominator: str = "all",
         relevance_threshold: float | None = 1.0,
         empty: str = "zero",
+        state_dtype: str | None = None,
     ) -> None:
         self.k = _check_k(k)
         generator = _seed_generator(shuffle_ties, seed)
@@ -368,7 +455,7 @@ class MAP(KernelMetric):
             negative_labels="mask",
             generator=generator,
         )
-        super().__init__(kernel, name=name, dtype=dtype, seed_generator=generator)
+        super().__init__(kernel, name=name, dtype=dtype, seed_generator=generator, state_dtype=state_dtype)
         self.shuffle_ties = shuffle_ties
         self.seed = seed
         self.denominator = denominator
@@ -415,8 +502,8 @@ def _rank_inputs(y_true: Any, y_pred: Any) -> tuple[Any, Any, Any]:
         y_true = y_true["labels"]
     if y_true is None or y_pred is None:
         raise TypeError(f"y_true and y_pred must be tensors, got {type(y_true)} and {type(y_pred)}")
-    y = K.convert_to_tensor(y_true)
-    y_pred = K.convert_to_tensor(y_pred)
+    y = known_rank(K.convert_to_tensor(y_true), "y_true")
+    y_pred = known_rank(K.convert_to_tensor(y_pred), "y_pred")
     # Keras often carries sparse targets as (batch, 1): the index, unless the list has one column
     if len(y.shape) == 2 and y.shape[1] == 1 and len(y_pred.shape) == 2 and y_pred.shape[1] != 1:
         y = y[:, 0]
@@ -446,8 +533,21 @@ def _unconverted(fn: Callable[..., Any]) -> Callable[..., Any]:
     return tf.autograph.experimental.do_not_convert(fn)
 
 
+def _rank_kernel(ks: Any, rank_type: str, state_dtype: str | None, **kw: Any) -> RankKernel:
+    """The kernel of a rank-based metric for the state dtype it will get: with float32 state the
+    GMR expectation keeps fewer cumulant sums (``FLOAT32_GMR_ORDER``), whose weight powers
+    stay within float32's range."""
+    order = DEFAULT_GMR_ORDER if resolve_state_dtype(state_dtype) == "float64" else FLOAT32_GMR_ORDER
+    return RankKernel(ks, rank_type, gmr_order=order, **kw)
+
+
 class _RankMetric(KernelMetric):
-    """The Keras lifecycle of a :class:`~rankstream.core.metrics.rank_based.RankKernel`."""
+    """The Keras lifecycle of a :class:`~rankstream.core.metrics.rank_based.RankKernel`.
+
+    With float32 state (JAX without x64), the GMR expectation's state holds the task weights'
+    powers up to ``w^9``: keep weights within about ``[1e-4, 1e4]`` (every rank-based value is
+    unchanged by scaling all weights by one factor); outside, the GMR expectation, variance,
+    adjusted and z values are NaN or inaccurate (the error bound says inf)."""
 
     _prefix = ""
 
@@ -503,13 +603,22 @@ class _OneRankMetric(_RankMetric):
     _short = ""
 
     def __init__(
-        self, ks: int, rank_type: str, output: str, name: str | None, dtype: Any, short: str
+        self,
+        ks: int,
+        rank_type: str,
+        output: str,
+        name: str | None,
+        dtype: Any,
+        short: str,
+        state_dtype: str | None,
     ) -> None:
         family = self._family
-        kernel = RankKernel(ks, rank_type, metrics=(family,), select=(family, output), k_name="k")
+        kernel = _rank_kernel(
+            ks, rank_type, state_dtype, metrics=(family,), select=(family, output), k_name="k"
+        )
         if name is None:
             name = short if output == "value" else f"{output}_{short}"
-        super().__init__(kernel, name=name, dtype=dtype)
+        super().__init__(kernel, name=name, dtype=dtype, state_dtype=state_dtype)
         self.rank_type = rank_type
         self.output = output
 
@@ -533,6 +642,8 @@ class HitsAtK(_OneRankMetric):
             ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes.
         name: default ``"hits_at_{k}"`` (``"{output}_hits_at_{k}"`` for another output).
         dtype: as for every Keras metric (inputs are cast to it; ``result()`` is returned in it).
+        state_dtype: ``"float64"``, ``"float32"`` (compensated) or None (float64 where the
+            backend has it), see :class:`KernelMetric`.
 
     ``update_state(y_true, y_pred, sample_weight=None)``: see :meth:`_RankMetric.update_state`.
     """
@@ -546,9 +657,11 @@ class HitsAtK(_OneRankMetric):
         output: str = "value",
         name: str | None = None,
         dtype: Any = None,
+        *,
+        state_dtype: str | None = None,
     ) -> None:
         self.k = _check_single_k(k)
-        super().__init__(k, rank_type, output, name, dtype, f"hits_at_{k}")
+        super().__init__(k, rank_type, output, name, dtype, f"hits_at_{k}", state_dtype)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
@@ -559,43 +672,62 @@ class HitsAtK(_OneRankMetric):
 @keras.saving.register_keras_serializable(package="rankstream")
 class InverseHarmonicMeanRank(_OneRankMetric):
     """Mean reciprocal rank (MRR; PyKEEN's inverse harmonic mean rank). ``rank_type``,
-    ``output``, ``dtype`` as in :class:`HitsAtK`; ``name`` default ``"mrr"``."""
+    ``output``, ``dtype``, ``state_dtype`` as in :class:`HitsAtK`; ``name`` default ``"mrr"``."""
 
     _family = "mrr"
 
     def __init__(
-        self, rank_type: str = "realistic", output: str = "value", name: str | None = None, dtype: Any = None
+        self,
+        rank_type: str = "realistic",
+        output: str = "value",
+        name: str | None = None,
+        dtype: Any = None,
+        *,
+        state_dtype: str | None = None,
     ) -> None:
-        super().__init__(1, rank_type, output, name, dtype, "mrr")
+        super().__init__(1, rank_type, output, name, dtype, "mrr", state_dtype)
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class GeometricMeanRank(_OneRankMetric):
-    """Geometric mean rank ``exp(sum w ln r / sum w)``; ``output`` as in :class:`HitsAtK`
-    (``"adjusted"`` is PyKEEN's adjusted GMR index; the expectation is streamed from a cumulant
-    series, exact to about 1e-13 from some 30 equally weighted tasks on, and only approximate
+    """Geometric mean rank ``exp(sum w ln r / sum w)``; ``output``, ``state_dtype`` as in
+    :class:`HitsAtK` (``"adjusted"`` is PyKEEN's adjusted GMR index; the expectation is streamed
+    from a cumulant series, exact to about 1e-13 from some 30 equally weighted tasks on with
+    float64 state, to float32 precision from about 7 with float32 state, and only approximate
     for a handful of tasks: ``RankBasedMetrics`` reports the bound). ``name`` default
     ``"gmr"``."""
 
     _family = "gmr"
 
     def __init__(
-        self, rank_type: str = "realistic", output: str = "value", name: str | None = None, dtype: Any = None
+        self,
+        rank_type: str = "realistic",
+        output: str = "value",
+        name: str | None = None,
+        dtype: Any = None,
+        *,
+        state_dtype: str | None = None,
     ) -> None:
-        super().__init__(1, rank_type, output, name, dtype, "gmr")
+        super().__init__(1, rank_type, output, name, dtype, "gmr", state_dtype)
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class ArithmeticMeanRank(_OneRankMetric):
-    """Arithmetic mean rank; ``output`` as in :class:`HitsAtK` (``"adjusted"`` is PyKEEN's
+    """Arithmetic mean rank; ``output``, ``state_dtype`` as in :class:`HitsAtK` (``"adjusted"`` is PyKEEN's
     adjusted mean rank index). ``name`` default ``"mean_rank"``."""
 
     _family = "mr"
 
     def __init__(
-        self, rank_type: str = "realistic", output: str = "value", name: str | None = None, dtype: Any = None
+        self,
+        rank_type: str = "realistic",
+        output: str = "value",
+        name: str | None = None,
+        dtype: Any = None,
+        *,
+        state_dtype: str | None = None,
     ) -> None:
-        super().__init__(1, rank_type, output, name, dtype, "mean_rank")
+        super().__init__(1, rank_type, output, name, dtype, "mean_rank", state_dtype)
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
@@ -619,6 +751,7 @@ class RankBasedMetrics(_RankMetric):
         rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"``.
         name, dtype: as for every Keras metric.
         prefix: prepended to every key of the result (default none).
+        state_dtype: as in :class:`HitsAtK`.
     """
 
     def __init__(
@@ -629,11 +762,12 @@ class RankBasedMetrics(_RankMetric):
         dtype: Any = None,
         *,
         prefix: str = "",
+        state_dtype: str | None = None,
     ) -> None:
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, got {prefix!r}")
-        kernel = RankKernel(ks, rank_type)
-        super().__init__(kernel, name=name, dtype=dtype)
+        kernel = _rank_kernel(ks, rank_type, state_dtype)
+        super().__init__(kernel, name=name, dtype=dtype, state_dtype=state_dtype)
         self.ks = kernel.ks
         self.rank_type = rank_type
         self._prefix = prefix

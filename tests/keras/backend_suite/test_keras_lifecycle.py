@@ -159,3 +159,55 @@ def test_float32_state_stays_accurate_over_millions_of_lists():
     print(f"float32 state: relative error {ours_err:.2e}; plain float32 running sum: {naive_err:.2e}")
     assert ours_err < 1e-7, (ours_err, naive_err)
     assert naive_err > 4 * ours_err, (ours_err, naive_err)
+
+
+@pytest.mark.parametrize("state_dtype", ["float32", None])
+@pytest.mark.parametrize(
+    "cls, peer_cls", [(NDCG, keras_rs.metrics.NDCG), (MAP, keras_rs.metrics.MeanAveragePrecision)]
+)
+def test_state_dict_resumes_an_interrupted_stream(cls, peer_cls, state_dtype):
+    """state_dict() after two batches, load_state_dict() into a fresh metric of the same
+    config, one more batch: keras-rs's number over the three batches."""
+    batches = [batch(11, weights="item"), batch(12, weights="list"), batch(13)]
+    first = cls(k=4, state_dtype=state_dtype)
+    for yt, s, w in batches[:2]:
+        first.update_state(yt, s, sample_weight=w)
+    saved = first.state_dict()
+    assert sorted(saved) == sorted(first.kernel.fields)
+    assert all(v.dtype == np.float64 for v in saved.values())
+    kept = {f: v.copy() for f, v in saved.items()}
+    first.update_state(*batches[2][:2])  # saved is a snapshot
+    assert all(np.array_equal(saved[f], kept[f]) for f in kept)
+    resumed = cls.from_config(first.get_config())
+    resumed.load_state_dict(saved)
+    for f, v in resumed.state_dict().items():  # float32 state: value + compensation hold it
+        np.testing.assert_allclose(v, saved[f], rtol=1e-12)
+    yt, s, w = batches[2]
+    resumed.update_state(yt, s, sample_weight=w)
+    peer = peer_cls(k=4)
+    for yt, s, w in batches:
+        peer.update_state(yt, s, sample_weight=w)
+    assert float(resumed.result()) == pytest.approx(float(peer.result()), rel=1e-5, abs=1e-6)
+
+
+def test_load_state_dict_checks_before_assigning():
+    metric = MAP(k=3, shuffle_ties=False, state_dtype="float32")
+    metric.update_state(*batch(14)[:2])
+    before = metric.state_dict()
+    good = dict(before)
+    bad_cases = [
+        ({k: v for k, v in good.items() if k != "weight_sum"}, r"expected the fields .*got \["),
+        ({**good, "extra": np.zeros(())}, r"expected the fields"),
+        ({**good, "weight_sum": np.zeros(2)}, r"state\['weight_sum'\] .* shape \(\), got shape \(2,\)"),
+        ({**good, "weight_sum": np.array(np.nan)}, r"state\['weight_sum'\] .* must be finite"),
+        ([1.0, 2.0], r"expected the fields .*got list"),
+    ]
+    for state, pattern in bad_cases:
+        with pytest.raises(ValueError, match=pattern):
+            metric.load_state_dict(state)
+        after = metric.state_dict()
+        assert all(np.array_equal(after[f], before[f]) for f in before)
+    # a value float32 cannot hold: kept as total - compensation
+    one = {**good, "weight_sum": np.array(1.0 + 2.0**-30)}
+    metric.load_state_dict(one)
+    assert metric.state_dict()["weight_sum"] == 1.0 + 2.0**-30

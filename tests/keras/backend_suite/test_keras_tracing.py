@@ -86,3 +86,37 @@ def test_seed_state_advances_when_traced(traced):
     s, y, m, _ = ref.make_case(np.random.default_rng(23), 4, 6)
     update({"labels": y, "mask": m}, s, None)
     assert not np.array_equal(keras.ops.convert_to_numpy(state), before)
+
+
+if BACKEND == "tensorflow":  # only a tf.function signature can leave a rank or size unknown
+
+    def test_unknown_rank_or_list_size_is_a_clear_error():
+        """A ``tf.function`` traced with ``TensorSpec(None)`` (unknown rank) or an unknown list
+        size: the error names the argument and the fix; a known rank and list size with an
+        unknown batch trace and give keras-rs's number."""
+        import tensorflow as tf
+
+        from rankstream.keras import GMR
+
+        s, yt, _, _ = ref.make_case(np.random.default_rng(3), 4, 6)
+        y = np.maximum(yt, 0.0).astype("float32")
+
+        def traced(metric, *specs):
+            return tf.function(lambda a, b: metric.update_state(a, b), input_signature=list(specs))
+
+        unknown = tf.TensorSpec(None, tf.float32)
+        with pytest.raises(ValueError, match=r"y_true has an unknown rank .*TensorSpec\(\[None, list_"):
+            traced(NDCG(k=3), unknown, unknown)(y, s)
+        with pytest.raises(ValueError, match=r"y_true has an unknown rank"):
+            traced(GMR(), tf.TensorSpec(None, tf.int32), unknown)(np.zeros(4, "int32"), s)
+        ragged = tf.TensorSpec([None, None], tf.float32)
+        with pytest.raises(ValueError, match=r"y_pred's num_items \(axis 1\) must be known when traced"):
+            traced(MAP(k=3), ragged, ragged)(y, s)
+        with pytest.raises(ValueError, match=r"y_pred's num_candidates \(axis 1\) must be known"):
+            traced(GMR(), tf.TensorSpec([None], tf.int32), ragged)(np.zeros(4, "int32"), s)
+        batch_free = tf.TensorSpec([None, 6], tf.float32)
+        ours = NDCG(k=3, shuffle_ties=False)
+        traced(ours, batch_free, batch_free)(y, s)
+        peer = keras_rs.metrics.NDCG(k=3, shuffle_ties=False)
+        peer.update_state(y, s)
+        assert float(ours.result()) == pytest.approx(float(peer.result()), rel=1e-6)
