@@ -9,10 +9,6 @@ the naive per-list references of ``tests/reference.py``. Each world size is spaw
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import torch
@@ -27,6 +23,7 @@ from _dist_helpers import (
     run_world,
     single_process,
 )
+from _examples import printed_numbers, run_example
 from torch.utils.data import DistributedSampler, SequentialSampler, TensorDataset
 
 from rankstream import MAPKernel, State
@@ -37,7 +34,6 @@ from rankstream.distributed import (
     real_sample_count,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORLDS = [2, 3]
 NAMES = list(CASES)
 
@@ -253,20 +249,10 @@ def test_all_reduce_state_outside_a_process_group_is_a_copy() -> None:
 # The example
 # ---------------------------------------------------------------------------------------
 def test_example_distributed_ignite_prints_single_process_numbers() -> None:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "examples", "distributed_ignite.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_example("distributed_ignite.py")
 
     def numbers(prefix: str) -> list[float]:
-        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(prefix))
-        return [float(v) for v in line.split(":", 1)[1].strip(" []").split(",")]
+        return printed_numbers(proc.stdout, prefix)
 
     for metric in ("MAP@[1, 5, 10]", "nDCG@[1, 5, 10]"):
         single = numbers(f"single process   {metric}")

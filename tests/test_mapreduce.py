@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+from _examples import printed_numbers, run_example
 
 from rankstream import MAPKernel, NDCGKernel, State, merge
 
@@ -83,20 +83,10 @@ def test_merge_identity_copy_and_errors() -> None:
 
 
 def test_example_script_prints_matching_numbers() -> None:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "examples", "mapreduce_shards.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_example("mapreduce_shards.py")
 
     def numbers(prefix: str) -> list[float]:
-        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(prefix))
-        return [float(v) for v in line.split(":", 1)[1].strip(" []").split(",")]
+        return printed_numbers(proc.stdout, prefix)
 
     for name in ("MAP", "nDCG"):
         single = numbers(f"single process {name}")

@@ -35,6 +35,8 @@ from rankstream.ignite import (
     RankBasedMetrics,
 )
 
+from pykeen_reference import pykeen_metrics
+
 RANK_TYPES = ("optimistic", "pessimistic", "realistic")
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -82,43 +84,7 @@ def pykeen_reference(tasks, rank_type, ks):
     ranks = np.array([naive_rank(t, rank_type) for t in tasks], dtype=float)
     nc = np.array([t[2] for t in tasks], dtype=np.int64)
     w = np.array([t[3] for t in tasks], dtype=float)
-    keep = w > 0
-    ranks, nc, w = ranks[keep], nc[keep], w[keep]
-    weights = None if np.all(w == 1.0) else w
-    out = {}
-
-    def add(key, base, adjusted, z, adjusted_key=None):
-        out[key] = base(ranks, nc, weights)
-        out[f"expected_{key}"] = base.expected_value(nc, weights=weights)
-        out[f"variance_{key}"] = base.variance(nc, weights=weights)
-        out[adjusted_key or f"adjusted_{key}"] = adjusted(ranks, nc, weights)
-        out[f"z_{key}"] = z(ranks, nc, weights)
-
-    for k in ks:
-        add(f"hits_at_{k}", pk.HitsAtK(k), pk.AdjustedHitsAtK(k=k), pk.ZHitsAtK(k=k))
-    add(
-        "inverse_harmonic_mean_rank",
-        pk.InverseHarmonicMeanRank(),
-        pk.AdjustedInverseHarmonicMeanRank(),
-        pk.ZInverseHarmonicMeanRank(),
-    )
-    add(
-        "geometric_mean_rank",
-        pk.GeometricMeanRank(),
-        pk.AdjustedGeometricMeanRankIndex(),
-        pk.ZGeometricMeanRank(),
-        "adjusted_geometric_mean_rank_index",
-    )
-    add(
-        "arithmetic_mean_rank",
-        pk.ArithmeticMeanRank(),
-        pk.AdjustedArithmeticMeanRankIndex(),
-        pk.ZArithmeticMeanRank(),
-        "adjusted_arithmetic_mean_rank_index",
-    )
-    out["adjusted_arithmetic_mean_rank"] = pk.AdjustedArithmeticMeanRank()(ranks, nc, weights)
-    out["count"] = float(keep.sum())
-    return out
+    return pykeen_metrics(ranks, nc, w, ks)
 
 
 def streamed(scores, y, mask=None, weights=None, ks=(1, 3, 10), rank_type="realistic", **kw):

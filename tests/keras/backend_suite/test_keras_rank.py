@@ -13,7 +13,6 @@ import keras
 import numpy as np
 import pytest
 import torch
-from pykeen.metrics import ranking as pk
 
 import rankstream.ignite as rs_ignite
 from rankstream.core.metrics import rank_based
@@ -27,6 +26,8 @@ from rankstream.keras import (
     InverseHarmonicMeanRank,
     RankBasedMetrics,
 )
+
+from pykeen_reference import pykeen_metrics
 
 BACKEND = keras.backend.backend()
 X64 = BACKEND != "jax" or __import__("jax").config.jax_enable_x64  # the default state dtype
@@ -72,43 +73,7 @@ def reference(tasks, rank_type, ks=KS):
     """The dict of RankBasedMetrics by PyKEEN's classes on the naive ranks."""
     o, p, nc, w = (np.array(c, dtype=float) for c in zip(*tasks, strict=True))
     ranks = {"optimistic": o, "pessimistic": p, "realistic": (o + p) / 2}[rank_type]
-    keep = w > 0
-    ranks, nc, w = ranks[keep], nc[keep].astype(np.int64), w[keep]
-    weights = None if np.all(w == 1.0) else w
-    out = {}
-
-    def add(key, base, adjusted, z, adjusted_key=None):
-        out[key] = base(ranks, nc, weights)
-        out[f"expected_{key}"] = base.expected_value(nc, weights=weights)
-        out[f"variance_{key}"] = base.variance(nc, weights=weights)
-        out[adjusted_key or f"adjusted_{key}"] = adjusted(ranks, nc, weights)
-        out[f"z_{key}"] = z(ranks, nc, weights)
-
-    for k in ks:
-        add(f"hits_at_{k}", pk.HitsAtK(k), pk.AdjustedHitsAtK(k=k), pk.ZHitsAtK(k=k))
-    add(
-        "inverse_harmonic_mean_rank",
-        pk.InverseHarmonicMeanRank(),
-        pk.AdjustedInverseHarmonicMeanRank(),
-        pk.ZInverseHarmonicMeanRank(),
-    )
-    add(
-        "geometric_mean_rank",
-        pk.GeometricMeanRank(),
-        pk.AdjustedGeometricMeanRankIndex(),
-        pk.ZGeometricMeanRank(),
-        "adjusted_geometric_mean_rank_index",
-    )
-    add(
-        "arithmetic_mean_rank",
-        pk.ArithmeticMeanRank(),
-        pk.AdjustedArithmeticMeanRankIndex(),
-        pk.ZArithmeticMeanRank(),
-        "adjusted_arithmetic_mean_rank_index",
-    )
-    out["adjusted_arithmetic_mean_rank"] = pk.AdjustedArithmeticMeanRank()(ranks, nc, weights)
-    out["count"] = float(keep.sum())
-    return {k: float(v) for k, v in out.items()}
+    return pykeen_metrics(ranks, nc, w, ks)
 
 
 def as_floats(result):
