@@ -1,5 +1,6 @@
 # Every target builds .venv itself on a fresh machine (python3 -m venv + pip), so
-# `make demo` and `make test` are the only set-up commands.
+# `make demo` and `make test` are the only set-up commands. constraints.txt pins this
+# machine's CPU torch wheel; the package metadata itself has only lower bounds.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,7 +8,7 @@ STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test bench lint clean
+.PHONY: venv demo test bench lint docs clean
 
 venv: $(STAMP)
 
@@ -23,10 +24,14 @@ demo: venv
 	$(BIN)/python examples/ignite_recommender.py
 
 test: venv
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q --durations=15 $(PYTEST_ARGS)
 
 bench: venv
 	$(BIN)/python benchmarks/run.py
+
+# API reference from the docstrings (pdoc) into build/docs; any warning fails the build.
+docs: venv
+	$(BIN)/python docs/build.py --output build/docs
 
 lint: venv
 	$(BIN)/ruff check rankstream tests examples benchmarks

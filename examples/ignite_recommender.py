@@ -6,20 +6,62 @@ factorisation model (BPR loss), 20% are held out. The evaluator scores the whole
 for a batch of users, masks out the items each user already saw in training (the mask is
 how "exclude seen items" is spelled), and streams MAP@k and nDCG@k at several k.
 
-Run: ``make demo`` (or ``python examples/ignite_recommender.py``).
+In a terminal, progress bars follow training and each evaluation; when stdout is not a
+terminal (a log file, CI), each epoch prints one plain line instead. At the end a table of
+the metrics per epoch is printed and a plot of MAP@k and nDCG@k against the epoch is written
+as a PNG (matplotlib, from the ``examples`` extra: ``pip install "rankstream[ignite,examples]"``).
+
+Run: ``make demo`` (or ``python examples/ignite_recommender.py [--epochs N] [--plot PATH]``).
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
-from ignite.contrib.handlers import ProgressBar
 from ignite.engine import Engine, Events
+from ignite.handlers import ProgressBar
 
 from rankstream.ignite import MAP, NDCG
 
 KS = [1, 5, 10, 20]
+DEFAULT_PLOT = Path(__file__).resolve().parent.parent / "build" / "demo" / "ignite_recommender.png"
+
+
+def require_matplotlib() -> None:
+    """Fail before training, not after it, when the plot cannot be drawn."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as err:
+        raise ModuleNotFoundError(
+            "examples/ignite_recommender.py draws its plot with matplotlib, which is not installed: "
+            'pip install "rankstream[examples]" (or pass --no-plot)'
+        ) from err
+
+
+def plot_history(history: list[tuple[int, list[float], list[float]]], path: Path) -> Path:
+    """MAP@k and nDCG@k against the epoch (0 = before training), one line per k, as a PNG."""
+    from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
+
+    epochs = [epoch for epoch, _, _ in history]
+    fig = Figure(figsize=(9, 3.6), layout="constrained")
+    axes = fig.subplots(1, 2, sharex=True)
+    for ax, (title, column) in zip(axes, [("MAP@k", 1), ("nDCG@k", 2)], strict=True):
+        for j, k in enumerate(KS):
+            ax.plot(epochs, [row[column][j] for row in history], marker="o", label=f"k={k}")
+        ax.set_title(title)
+        ax.set_xlabel("epoch (0: before training)")
+        ax.set_xticks(epochs)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("mean over users")
+    axes[1].legend(loc="upper left")
+    fig.suptitle("Matrix factorisation: held-out items ranked among unseen ones, per epoch")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return path
 
 
 def make_data(n_users: int = 2000, n_items: int = 1500, dim: int = 8, per_user: int = 30, seed: int = 0):
@@ -56,7 +98,11 @@ class MF(torch.nn.Module):
         return self.u(users) @ self.i.weight.T + self.b.weight.T
 
 
-def main(epochs: int = 5) -> None:
+def main(epochs: int = 5, plot: Path | None = DEFAULT_PLOT) -> None:
+    if plot is not None:
+        require_matplotlib()
+    # Bars only on a terminal: elsewhere tqdm's carriage-return updates become one huge line.
+    bars = sys.stdout.isatty() and sys.stderr.isatty()
     torch.manual_seed(0)
     train, test = make_data()
     n_users, n_items = train.shape
@@ -84,16 +130,35 @@ def main(epochs: int = 5) -> None:
     evaluator = Engine(eval_step)
     for name, metric in {"MAP": MAP(top_k=KS), "NDCG": NDCG(top_k=KS)}.items():
         metric.attach(evaluator, name)
-    ProgressBar(persist=False).attach(trainer, output_transform=lambda loss: {"bpr": loss})
+    train_bar = ProgressBar(persist=False, desc="train")
+    if bars:
+        train_bar.attach(trainer, output_transform=lambda loss: {"bpr": loss})
+        ProgressBar(persist=False, desc="evaluate").attach(evaluator)
 
-    history = []
+    history: list[tuple[int, list[float], list[float]]] = []
+    losses: list[float] = []
     user_batches = list(torch.arange(n_users).split(256))
+
+    @trainer.on(Events.ITERATION_COMPLETED)
+    def record_loss(engine: Engine) -> None:
+        losses.append(engine.state.output)
 
     @trainer.on(Events.STARTED)
     @trainer.on(Events.EPOCH_COMPLETED)
     def evaluate(engine: Engine) -> None:
         m = evaluator.run(user_batches).metrics
-        history.append((engine.state.epoch, m["MAP"], m["NDCG"]))
+        epoch = engine.state.epoch
+        history.append((epoch, m["MAP"], m["NDCG"]))
+        loss = f"bpr {sum(losses) / len(losses):.4f}" if losses else "before training"
+        losses.clear()
+        line = (
+            f"epoch {epoch}/{epochs}: {loss}, MAP@10 {m['MAP'][KS.index(10)]:.4f}, "
+            f"NDCG@10 {m['NDCG'][KS.index(10)]:.4f} ({time.perf_counter() - t0:.1f} s)"
+        )
+        if bars:
+            train_bar.log_message(line)  # printed above the bars, not through them
+        else:
+            print(line, flush=True)
 
     perm_batches = [torch.randperm(len(pos_u))[s : s + 2048] for s in range(0, len(pos_u), 2048)]
     t0 = time.perf_counter()
@@ -114,7 +179,16 @@ def main(epochs: int = 5) -> None:
             + " | ".join(f"{v:7.4f}" for v in ndcg_k)
         )
     print(f"({epochs} epochs of training and evaluation in {elapsed:.1f} s)")
+    if plot is not None:
+        print(f"plot of MAP@k and NDCG@k per epoch: {plot_history(history, plot)}")
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument(
+        "--plot", type=Path, default=DEFAULT_PLOT, help=f"PNG to write (default {DEFAULT_PLOT})"
+    )
+    parser.add_argument("--no-plot", action="store_true", help="skip the plot (no matplotlib needed)")
+    args = parser.parse_args()
+    main(args.epochs, None if args.no_plot else args.plot)

@@ -4,7 +4,37 @@ Drop-ins for ``keras_rs.metrics.NDCG`` and ``keras_rs.metrics.MeanAveragePrecisi
 rank-based metrics (Hits@k, MRR, GMR, mean rank, each with its expectation, variance, adjusted
 and z forms; ``RankBasedMetrics`` for all of them in one pass), on the torch, JAX and
 TensorFlow backends, built on the same core as ``rankstream.ignite``.
+
+Needs Keras 3 and one backend: ``pip install "rankstream[keras]" jax`` (or ``tensorflow``, or
+``torch``); ``KERAS_BACKEND`` picks the backend, as for Keras itself.
 """
+
+import os as _os
+import re as _re
+
+try:
+    import keras as _keras
+except ImportError as _err:
+    _missing = "jax" if _err.name == "jaxlib" or "jaxlib" in str(_err) else _err.name
+    if _missing not in ("jax", "tensorflow", "torch"):
+        raise ImportError(
+            f"rankstream.keras needs Keras 3 and one of its backends; importing Keras failed ({_err}). "
+            'Install both with: pip install "rankstream[keras]" jax  '
+            "(or tensorflow, or torch, in place of jax)"
+        ) from _err
+    _chosen = _os.environ.get("KERAS_BACKEND")
+    _chosen = f"KERAS_BACKEND={_chosen}" if _chosen else "KERAS_BACKEND is unset: Keras' default"
+    raise ImportError(
+        f"Keras is installed but its backend {_missing} is not ({_chosen}; {_err}). Install it with: "
+        f'pip install "rankstream[keras]" {_missing}  or select an installed backend with '
+        "KERAS_BACKEND=jax, tensorflow or torch, set before Keras is imported."
+    ) from _err
+
+if tuple(int(p) for p in _re.findall(r"\d+", _keras.__version__)[:2]) < (3, 6):
+    raise ImportError(
+        f"rankstream.keras needs Keras 3.6 or later, found keras {_keras.__version__}. "
+        'Upgrade with: pip install -U "rankstream[keras]"'
+    )
 
 from rankstream.adapters.keras import (
     GMR,
