@@ -26,14 +26,16 @@ import numpy as np
 
 from rankstream.keras import MAP, NDCG
 
-LIST_SIZE, FEATURES, BATCH, DEVICES = 20, 8, 100, 2
+LIST_SIZE, NUM_ITEMS, BATCH, DEVICES = 20, 500, 100, 2
 
 
 def make_lists(n_lists: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Features and graded labels 0..3 from a hidden linear utility; padded tails labelled -1."""
+    """Lists of item ids and graded labels 0..3 from a hidden item quality; padded tails
+    labelled -1."""
     rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n_lists, LIST_SIZE, FEATURES)).astype("float32")
-    utility = x @ np.linspace(1.0, -0.5, FEATURES) + 0.5 * rng.normal(size=(n_lists, LIST_SIZE))
+    quality = np.random.default_rng(0).normal(size=NUM_ITEMS)
+    x = rng.integers(0, NUM_ITEMS, size=(n_lists, LIST_SIZE)).astype("int32")
+    utility = quality[x] + 0.5 * rng.normal(size=(n_lists, LIST_SIZE))
     labels = np.digitize(utility, [0.5, 1.5, 2.5]).astype("float32")
     lengths = rng.integers(10, LIST_SIZE + 1, n_lists)
     labels[np.arange(LIST_SIZE)[None, :] >= lengths[:, None]] = -1.0
@@ -49,9 +51,11 @@ def pad_lists(x: np.ndarray, y: np.ndarray, multiple: int) -> tuple[np.ndarray, 
 
 
 def build_model() -> keras.Model:
-    items = keras.Input((LIST_SIZE, FEATURES))
-    h = keras.layers.Dense(16, activation="relu")(items)
-    scores = keras.layers.Reshape((LIST_SIZE,))(keras.layers.Dense(1)(h))
+    """A learned score per item: an embedding lookup does no arithmetic, so a list's scores
+    are the same floats on one device or two, at any batch size (a matmul's last bits are
+    not, and two nearly tied items could swap between the runs compared below)."""
+    items = keras.Input((LIST_SIZE,), dtype="int32")
+    scores = keras.layers.Reshape((LIST_SIZE,))(keras.layers.Embedding(NUM_ITEMS, 1)(items))
     model = keras.Model(items, scores)
     model.compile(
         optimizer=keras.optimizers.Adam(1e-2),

@@ -12,12 +12,14 @@ Framework adapters: ``rankstream.ignite`` and ``rankstream.keras``.
 """
 
 from rankstream.core.functional import map_at_k, ndcg_at_k
+from rankstream.core.inputs import IntegerScoresWarning
 from rankstream.core.metrics import MAPKernel, NDCGKernel
 from rankstream.core.state import NotComputableError, State, merge
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "IntegerScoresWarning",
     "MAPKernel",
     "NDCGKernel",
     "NotComputableError",

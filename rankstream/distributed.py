@@ -118,7 +118,7 @@ def all_reduce_state(state: State, group: Any = None, *, device: Any = None) -> 
         raise TypeError(f"state must be a rankstream State, got {type(state).__name__}")
     fields = state.kernel.fields
     if not (dist.is_available() and dist.is_initialized()):
-        return State(state.kernel, state.state_dict())
+        return State(state.kernel, state.sums)
     flat = np.concatenate([np.asarray(state.sums[n], dtype=np.float64).reshape(-1) for n in fields])
     dev = torch.device(device) if device is not None else _reduce_device(group)
     buf = torch.as_tensor(flat, dtype=torch.float64).to(dev)

@@ -384,7 +384,7 @@ def worker(local_rank: int, cfg: dict[str, Any], out: str) -> None:
         st = State(CASES[n].metric().kernel)
         for y_pred, y, extra in map(CASES[n].batch, shard):
             st.update(y_pred, y, extra["mask"], extra["sample_weight"])
-        local = st.state_dict()
+        local = {k: v.copy() for k, v in st.sums.items()}
         total = all_reduce_state(st)
         again = all_reduce_state(st)
         untouched = all(bool((local[k] == st.sums[k]).all()) for k in local)

@@ -67,8 +67,8 @@ def ndcg(
     if not has_rel:
         return None
     dcg = sum(gain(y) * discount(j) for j, y in enumerate(rels[:k], start=1))
-    ideal = sorted(rels, reverse=True)
-    idcg = sum(gain(y) * discount(j) for j, y in enumerate(ideal[:k], start=1))
+    ideal = sorted((gain(y) for y in rels), reverse=True)  # the best order of the gains
+    idcg = sum(g * discount(j) for j, g in enumerate(ideal[:k], start=1))
     return dcg / idcg if idcg > 0 else 0.0
 
 

@@ -9,7 +9,8 @@ few lines choosing a kernel with ignite's defaults.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from rankstream.core.metrics.map import MAPKernel
 from rankstream.core.metrics.ndcg import NDCGKernel
 from rankstream.core.metrics.rank_based import RankKernel
 from rankstream.core.ops import NUMPY, torch_ops
-from rankstream.core.state import Kernel, flat_size, join_flat, split_flat
+from rankstream.core.state import Kernel, flat_size, join_flat, pack_state, split_flat, unpack_state
 from rankstream.core.state import NotComputableError as CoreNotComputable
 
 __all__ = [
@@ -52,11 +53,51 @@ def _to_tensor(x: Any) -> Any:
     return torch.as_tensor(np.asarray(x))
 
 
+_OUTPUT_KEYS = ("y_pred", "y", "mask", "sample_weight")
+
+
+def _engine_mapping(output: Mapping[str, Any], metric: str) -> dict[str, Any]:
+    """The keys of an engine's mapping output that the metric reads. Other keys (``x``,
+    ``loss``, ...) are left alone, as ignite does; a key that looks like a misspelt ``mask``
+    or ``sample_weight`` is an error rather than silently ignored."""
+    odd = [
+        k
+        for k in output
+        if k not in _OUTPUT_KEYS and isinstance(k, str) and ("mask" in k.lower() or "weight" in k.lower())
+    ]
+    if odd:
+        raise ValueError(
+            f"{metric}: the engine's output mapping has keys {odd}; the metric reads 'y_pred', 'y', "
+            f"'mask' and 'sample_weight' (got keys {sorted(map(str, output))})"
+        )
+    return {k: output[k] for k in _OUTPUT_KEYS if k in output}
+
+
+def _batched(x: Any) -> torch.Tensor:
+    return x.unsqueeze(0) if isinstance(x, torch.Tensor) else torch.as_tensor([x])
+
+
+def _is_sample_list(x: Any) -> bool:
+    """ignite's unrolled form: a list of per-sample tensors or numbers."""
+    return (
+        isinstance(x, Sequence)
+        and not isinstance(x, (str, bytes))
+        and len(x) > 0
+        and all(isinstance(v, (torch.Tensor, int, float)) for v in x)
+    )
+
+
 class KernelMetric(Metric):
     """An ignite ``Metric`` over any rankstream kernel.
 
     ``update`` accepts ``(y_pred, y)``, ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a
-    mapping with those keys. An update that raises leaves the state untouched.
+    mapping with those keys; attached to an ``Engine`` whose (transformed) output is a
+    mapping, the metric reads its ``y_pred``, ``y``, ``mask`` and ``sample_weight`` keys. An
+    update that raises leaves the state untouched.
+
+    Threads: separate instances are independent (no shared buffers). One instance must not
+    be updated from two threads at once (its sums would race): give each thread its own and
+    add them up (``merge`` their state sums, or ``idist`` in a distributed run).
     """
 
     _state_dict_all_req_keys = ("_sums",)
@@ -89,6 +130,28 @@ class KernelMetric(Metric):
         sums = self._kernel.batch_sums(ops, y_pred, y, mask, weight)
         return join_flat(ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
 
+    def iteration_completed(self, engine: Any) -> None:
+        """Read the engine's output: a mapping keeps its ``mask`` and ``sample_weight``
+        (ignite's default would pass only ``y_pred`` and ``y``); sequences as ignite does."""
+        output = self._output_transform(engine.state.output)
+        if isinstance(output, Mapping):
+            self.update(_engine_mapping(output, type(self).__name__))
+        elif (
+            not self._skip_unrolling
+            and isinstance(output, Sequence)
+            and len(output) == 2
+            and all(_is_sample_list(o) for o in output)
+        ):
+            if len(output[0]) != len(output[1]):
+                raise ValueError(
+                    f"output as lists of samples must have two lists of one length, got {len(output[0])} "
+                    f"and {len(output[1])}"
+                )
+            for a, b in zip(output[0], output[1], strict=True):
+                self.update((_batched(a), _batched(b)))
+        else:
+            self.update(output)
+
     @reinit__is_reduced
     def update(self, output: Any) -> None:
         # Everything that can fail happens before the state changes. A new tensor (not an
@@ -108,8 +171,20 @@ class KernelMetric(Metric):
         self._loaded = False
         super().started(engine)
 
+    def _state_dict_per_rank(self) -> OrderedDict:
+        """This rank's state: the flat sums plus what they belong to (metric, settings,
+        field layout, format version; see :func:`rankstream.core.state.pack_state`). Plain
+        tensors, strings and numbers, so ``torch.load(weights_only=True)`` reads it."""
+        zeros = split_flat(np.zeros(flat_size(self._fields)), self._fields)
+        meta = pack_state(self._kernel, zeros, metric=type(self).__name__)
+        del meta["sums"]
+        return OrderedDict(_sums=self._sums.detach().clone(), **{k: meta[k] for k in sorted(meta)})
+
     def _load_state_dict_per_rank(self, state_dict: Any) -> None:
-        sums = state_dict.get("_sums") if hasattr(state_dict, "get") else None
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"state_dict of {type(self).__name__} must be a mapping, got {type(state_dict)}")
+        rest = {k: v for k, v in state_dict.items() if k != "_sums"}
+        sums = state_dict.get("_sums")
         expected = flat_size(self._fields)
         if not isinstance(sums, torch.Tensor) or tuple(sums.shape) != (expected,):
             got = tuple(sums.shape) if isinstance(sums, torch.Tensor) else type(sums).__name__
@@ -117,6 +192,14 @@ class KernelMetric(Metric):
                 f"state_dict does not fit {type(self).__name__} with fields {self._fields}: expected "
                 f"'_sums' of shape ({expected},), got {got}"
             )
+        flat = sums.detach().cpu().to(torch.float64).numpy()
+        # Validated whole (metric, settings, layout, finite sums) before anything is assigned.
+        unpack_state(
+            self._kernel,
+            {**rest, "sums": split_flat(flat, self._fields)},
+            metric=type(self).__name__,
+            owner="state_dict",
+        )
         self._sums = sums.detach().to(device=self._device, dtype=self._dtype()).clone()
         self._loaded = True
 
@@ -124,7 +207,7 @@ class KernelMetric(Metric):
     def compute(self) -> Any:
         sums = split_flat(self._sums.detach().cpu().numpy().astype(np.float64), self._fields)
         try:
-            self._kernel.check_computable(sums)
+            self._kernel.check_computable(sums, name=type(self).__name__)
         except CoreNotComputable as exc:
             raise NotComputableError(str(exc)) from exc
         return self._kernel.finalize(self._kernel.compute(sums, NUMPY))

@@ -27,18 +27,20 @@ calls ``result()`` inside the jitted train/test step on JAX and TensorFlow, so t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import keras
+import numpy as np
 from keras import ops as K
 
-from rankstream.core.inputs import known_rank, unpack_ranking_inputs
+from rankstream.core.inputs import _describe, known_rank, unpack_ranking_inputs
 from rankstream.core.metrics.map import MAPKernel
 from rankstream.core.metrics.ndcg import GAIN_NAMES, NDCGKernel
 from rankstream.core.metrics.rank_based import DEFAULT_GMR_ORDER, FLOAT32_GMR_ORDER, RankKernel
 from rankstream.core.ops_keras import keras_ops, x64_enabled
-from rankstream.core.state import Kernel
+from rankstream.core.state import Kernel, pack_state, unpack_state
 
 __all__ = [
     "GMR",
@@ -101,6 +103,65 @@ def resolve_state_dtype(state_dtype: str | None) -> str:
     return state_dtype
 
 
+def _dtype_name(x: Any) -> str:
+    """The dtype of ``x`` as a name (``"float32"``, ``"complex64"``, ``"string"``, ...)."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return str(x.dtype)
+    try:
+        return keras.backend.standardize_dtype(x.dtype)
+    except Exception:  # a dtype Keras has no name for
+        return str(getattr(x.dtype, "name", x.dtype))
+
+
+def _is_number_dtype(name: str) -> bool:
+    return name == "bool" or name.startswith(("int", "uint", "float", "bfloat"))
+
+
+def checked_tensor(x: Any, name: str) -> Any:
+    """``x`` as a tensor of the Keras backend, or a ``TypeError`` naming ``name`` for what a
+    cast would silently corrupt: complex values (the imaginary part would be dropped), strings
+    and objects, ragged python lists, and torch tensors on the ``meta`` device (no data:
+    Keras would read uninitialised memory)."""
+    if getattr(x, "is_meta", False) is True:
+        raise TypeError(
+            f"{name} is a torch tensor on the 'meta' device (shape {tuple(x.shape)}, no data); "
+            "pass a tensor holding values (e.g. on the CPU or an accelerator)"
+        )
+    if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+        try:
+            x = np.asarray(x)
+        except (ValueError, TypeError) as exc:  # ragged nested lists
+            raise TypeError(
+                f"{name} must be a tensor or a rectangular array of numbers, got {_describe(x)}: {exc}"
+            ) from exc
+    dtype = _dtype_name(x)
+    if "complex" in dtype:
+        raise TypeError(
+            f"{name} must hold real numbers, got complex dtype {dtype} (a cast would drop the "
+            "imaginary part); pass the real part explicitly if that is what you mean"
+        )
+    if not _is_number_dtype(dtype):
+        raise TypeError(f"{name} must hold numbers (bool, int or float), got dtype {dtype}: {_describe(x)}")
+    return K.convert_to_tensor(x)
+
+
+# The core names the labels ``y``; Keras calls them ``y_true``.
+_CORE_Y = re.compile(r"\by\b")
+
+
+def _in_keras_terms(exc: Exception) -> Exception:
+    """A ``ValueError``/``TypeError`` of the core with its argument names as the Keras user
+    wrote them (``y`` -> ``y_true``), or ``exc`` itself."""
+    if type(exc) not in (ValueError, TypeError) or len(exc.args) != 1 or not isinstance(exc.args[0], str):
+        return exc
+    message = _CORE_Y.sub("y_true", exc.args[0])
+    return exc if message == exc.args[0] else type(exc)(message)
+
+
+def _float64_numpy(x: Any) -> Any:
+    return np.asarray(K.convert_to_numpy(K.convert_to_tensor(x)), dtype=np.float64)
+
+
 class KernelMetric(keras.metrics.Metric):
     """A Keras ``Metric`` over any rankstream kernel.
 
@@ -115,8 +176,15 @@ class KernelMetric(keras.metrics.Metric):
 
     The state is one variable per kernel field (and its compensation), created with
     ``aggregation="sum"``. :meth:`state_dict` / :meth:`load_state_dict` read and write it as
-    plain float64 numpy arrays, e.g. to resume an interrupted evaluation (Keras saves no
-    metric state in a ``.keras`` file, and ``evaluate`` resets the metrics when it starts).
+    plain float64 numpy arrays, saying which metric and settings they belong to, e.g. to
+    resume an interrupted evaluation (Keras saves no metric state in a ``.keras`` file, and
+    ``evaluate`` resets the metrics when it starts).
+
+    Bad data: eagerly (values on the CPU) an update with bad data raises a ``ValueError`` or
+    ``TypeError`` naming the argument and leaves the state as it was. Where nothing can be read
+    back (JAX ``jit``, ``tf.function``, accelerators) the lists (rank-based metrics: rows) with
+    bad data are left out of the sums and counted in the ``invalid`` field instead:
+    ``result()`` is NaN while :attr:`invalid_count` is above 0 (until ``reset_state()``).
     """
 
     def __init__(
@@ -171,46 +239,34 @@ class KernelMetric(keras.metrics.Metric):
         config["state_dtype"] = self._requested_state_dtype
         return config
 
-    def state_dict(self) -> dict[str, Any]:
-        """The state's field sums as float64 numpy arrays (compensation applied), keyed by
-        field: a snapshot, read in cross-replica context (summed over replicas)."""
-        import numpy as np
-
-        def read(v: Any) -> Any:
-            return np.asarray(K.convert_to_numpy(K.convert_to_tensor(v)), dtype=np.float64)
-
+    def _sums(self) -> dict[str, Any]:
+        """The field sums as float64 numpy arrays (compensation applied), read in
+        cross-replica context (summed over replicas)."""
         out = {}
         for i, field in enumerate(self._fields):
-            out[field] = read(self._totals[i])
+            out[field] = _float64_numpy(self._totals[i])
             if self._compensated:  # in float64: float32 would round total - compensation again
-                out[field] = out[field] - read(self._compensations[i])
+                out[field] = out[field] - _float64_numpy(self._compensations[i])
         return out
 
+    def state_dict(self) -> dict[str, Any]:
+        """A snapshot of the state: ``{"format", "metric", "config", "fields", "sums"}``
+        (:func:`rankstream.core.state.pack_state`) with ``metric`` this class's name,
+        ``config`` the kernel's settings and ``sums`` the field sums as float64 numpy arrays
+        (compensation applied), e.g. ``state_dict()["sums"]["invalid"]``."""
+        return pack_state(self._kernel, self._sums(), metric=type(self).__name__)
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Set the state to ``state`` (from :meth:`state_dict`, of a metric with the same
-        kernel and settings); the compensation restarts at 0. Checked before anything is
-        assigned: the same fields, shapes and finite values, or a ``ValueError``.
+        """Set the state to ``state`` (from :meth:`state_dict` of a metric of the same class
+        and settings). Validated whole before anything is assigned
+        (:func:`rankstream.core.state.unpack_state`): another metric, other settings, another
+        field layout, a missing or extra key, a wrong shape or a non-finite sum is a
+        ``ValueError`` (``TypeError`` for what is not a mapping) and leaves the state as it was.
 
         With float32 state the compensation keeps what float32 rounding of each value lost.
         To continue an interrupted ``evaluate``, load after Keras' reset, e.g. in a callback's
         ``on_test_batch_begin`` at batch 0 (``on_test_begin`` runs before the reset)."""
-        import numpy as np
-
-        if not isinstance(state, Mapping) or sorted(state) != sorted(self._fields):
-            got = sorted(state) if isinstance(state, Mapping) else type(state).__name__
-            raise ValueError(
-                f"state does not fit {type(self).__name__} {self.name!r}: expected the fields "
-                f"{sorted(self._fields)}, got {got}"
-            )
-        values = {}
-        for field, shape in self._fields.items():
-            value = np.asarray(state[field], dtype=np.float64)
-            if value.shape != tuple(shape) or not np.all(np.isfinite(value)):
-                raise ValueError(
-                    f"state[{field!r}] of {type(self).__name__} {self.name!r} must be finite with "
-                    f"shape {tuple(shape)}, got shape {value.shape} and values {value.tolist()}"
-                )
-            values[field] = value
+        values = unpack_state(self._kernel, state, metric=type(self).__name__, owner="state")
         for i, field in enumerate(self._fields):
             total = values[field].astype(self._state_dtype)
             self._totals[i].assign(total)
@@ -219,14 +275,26 @@ class KernelMetric(keras.metrics.Metric):
                 self._compensations[i].assign(comp)
 
     @property
+    def invalid_count(self) -> int:
+        """How many lists (rank-based metrics: rows) with bad data were counted where
+        ``update_state`` could not raise (JAX ``jit``, ``tf.function``, accelerators): NaN
+        scores on valid items, +inf labels, negative, NaN or infinite weights where they are
+        an error. ``result()`` is NaN while this is above 0; ``reset_state()`` clears it. A
+        host read (call it outside ``jit``); ``state_dict()["sums"]["invalid"]`` holds the same
+        number."""
+        if "invalid" not in self._fields:
+            return 0
+        return round(float(self._sums()["invalid"]))
+
+    @property
     def variables(self) -> list[Any]:
         extra = [] if self._seed_generator is None else [self._seed_generator.state]
         return super().variables + extra
 
-    def _tensor(self, x: Any, dtype: Any) -> Any:
+    def _tensor(self, x: Any, dtype: Any, name: str) -> Any:
         if x is None:
             return None
-        x = K.convert_to_tensor(x)
+        x = checked_tensor(x, name)
         if dtype == "bool":
             return x if keras.backend.standardize_dtype(x.dtype) == "bool" else K.not_equal(x, 0)
         return K.cast(x, dtype)
@@ -234,25 +302,35 @@ class KernelMetric(keras.metrics.Metric):
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
         """Add one batch. ``y_true``: labels, or ``{"labels": y, "mask": m}``; ``y_pred``:
         scores; both ``(batch, list_size)`` or ``(list_size,)``; ``sample_weight``: a scalar,
-        ``(batch,)`` or ``(batch, list_size)``. On error the state is left as it was."""
+        ``(batch,)``, ``(batch, 1)`` (one weight per list, as keras-rs broadcasts it) or
+        ``(batch, list_size)``. On error the state is left as it was."""
         if isinstance(y_true, Mapping):
             y_true = {
-                key: self._tensor(value, "bool" if key == "mask" else self.dtype)
+                key: self._tensor(value, "bool" if key == "mask" else self.dtype, f'y_true["{key}"]')
                 for key, value in y_true.items()
             }
         else:
-            y_true = self._tensor(y_true, self.dtype)
+            y_true = self._tensor(y_true, self.dtype, "y_true")
         y_pred, y, mask, weight = unpack_ranking_inputs(
-            y_true, self._tensor(y_pred, self.dtype), self._tensor(sample_weight, self.dtype)
+            y_true,
+            self._tensor(y_pred, self.dtype, "y_pred"),
+            self._tensor(sample_weight, self.dtype, "sample_weight"),
         )
         seed_state = None if self._seed_generator is None else K.copy(self._seed_generator.state.value)
         try:
             batch_sums = _unconverted(self._kernel.batch_sums)
             sums = batch_sums(keras_ops(y_pred), y_pred, y, mask, weight)
-        except Exception:
+        except Exception as exc:
             if seed_state is not None:  # leave everything as it was, the random stream too
                 self._seed_generator.state.assign(seed_state)
-            raise
+            renamed = _in_keras_terms(exc)
+            if renamed is exc:
+                raise
+            raise renamed from exc
+        if y_pred.shape[0] == 0:  # no list (checked above): nothing changes, the random stream neither
+            if seed_state is not None:
+                self._seed_generator.state.assign(seed_state)
+            return
         # Everything that can fail happened above; now only the additions.
         self._accumulate(sums)
 
@@ -324,7 +402,8 @@ class NDCG(KernelMetric):
     ``DCG@k = sum_{j<=k} w_(j) gain_fn(y_(j)) rank_discount_fn(j)`` over the items ranked by
     ``y_pred`` and ``IDCG@k`` the same over the items ordered by ``w_i gain_fn(y_i)``
     (``w`` per-item weights, 1 without ``sample_weight``); the result is the mean over lists
-    weighted as keras-rs weighs them. Labels ``< 0`` are padding.
+    weighted as keras-rs weighs them. Labels ``< 0``, NaN and -inf are padding (keras-rs keeps
+    ``labels >= 0``); a +inf label on an item of a list is bad data (see :class:`KernelMetric`).
 
     Args (keras-rs's):
         k: positive int, or None for the whole list; clipped to the list length.
@@ -418,7 +497,7 @@ class MAP(KernelMetric):
     Per list, ``AP@k = sum_{j<=k} w_(j) rel_(j) P@j / Z`` with ``rel = [y >= 1]``,
     ``P@j`` the (unweighted) precision at ``j`` and ``Z = sum_i w_i rel_i`` over the whole list
     (0 when ``Z = 0``); the result is the mean over lists weighted as keras-rs weighs them.
-    Labels ``< 0`` are padding.
+    Labels ``< 0``, NaN and -inf are padding; a +inf label is bad data (see :class:`KernelMetric`).
 
     Args (keras-rs's): ``k``, ``shuffle_ties``, ``seed``, ``name``, ``dtype`` as in :class:`NDCG`.
 
@@ -502,8 +581,8 @@ def _rank_inputs(y_true: Any, y_pred: Any) -> tuple[Any, Any, Any]:
         y_true = y_true["labels"]
     if y_true is None or y_pred is None:
         raise TypeError(f"y_true and y_pred must be tensors, got {type(y_true)} and {type(y_pred)}")
-    y = known_rank(K.convert_to_tensor(y_true), "y_true")
-    y_pred = known_rank(K.convert_to_tensor(y_pred), "y_pred")
+    y = known_rank(checked_tensor(y_true, "y_true"), "y_true")
+    y_pred = known_rank(checked_tensor(y_pred, "y_pred"), "y_pred")
     # Keras often carries sparse targets as (batch, 1): the index, unless the list has one column
     if len(y.shape) == 2 and y.shape[1] == 1 and len(y_pred.shape) == 2 and y_pred.shape[1] != 1:
         y = y[:, 0]
@@ -557,15 +636,30 @@ class _RankMetric(KernelMetric):
         ``(batch, num_candidates)`` (every positive is a task ranked against the non-positives;
         eager only: the number of tasks is data-dependent), or ``{"labels": y, "mask": m}``
         with ``m`` ``(batch, num_candidates)`` (False: not a candidate); ``sample_weight``: a
-        scalar or ``(batch,)``, weighting every task of a row. On error the state is left as
+        scalar, ``(batch,)`` or ``(batch, 1)``, weighting every task of a row (finite and
+        ``>= 0``: a negative, NaN or infinite weight is bad data). The index must be an integer
+        (a float ``y_true`` of shape ``(batch,)`` is a ``TypeError``, so NaN cannot be an index)
+        and binary labels 0/1 (NaN or inf labels are a ``ValueError``). On error the state is left as
         it was."""
         if _symbolic():
             return
         y_pred, y, mask = _rank_inputs(y_true, y_pred)
-        y_pred = self._tensor(y_pred, self.dtype)
-        weight = self._tensor(sample_weight, self.dtype)
+        y_pred = self._tensor(y_pred, self.dtype, "y_pred")
+        weight = self._tensor(sample_weight, self.dtype, "sample_weight")
+        if weight is not None:
+            weight = known_rank(weight, "sample_weight")
+            if len(weight.shape) == 2 and weight.shape[1] == 1:  # (batch, 1): one weight per row
+                weight = weight[:, 0]
+        mask = self._tensor(mask, "bool", 'y_true["mask"]')
         batch_sums = _unconverted(self._kernel.batch_sums)
-        self._accumulate(batch_sums(keras_ops(y_pred), y_pred, y, self._tensor(mask, "bool"), weight))
+        try:
+            sums = batch_sums(keras_ops(y_pred), y_pred, y, mask, weight)
+        except Exception as exc:
+            renamed = _in_keras_terms(exc)
+            if renamed is exc:
+                raise
+            raise renamed from exc
+        self._accumulate(sums)
 
     def result(self) -> Any:
         """Eager with the state on the CPU: computed in float64 on the host (the numbers of

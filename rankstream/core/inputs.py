@@ -8,13 +8,35 @@ metric state, so a failed update leaves the state exactly as it was.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from rankstream.core.ops import Array, Ops, get_ops
+from rankstream.core.ops import get_ops as ops_of
 
 NEGATIVE_LABELS = ("keep", "mask")
+
+
+class IntegerScoresWarning(UserWarning):
+    """``y_pred`` holds integers or bools: scores are usually floats, and integer item ids
+    passed as scores rank by id. Silence with
+    ``warnings.filterwarnings("ignore", category=rankstream.IntegerScoresWarning)``."""
+
+
+def warn_integer_scores(ops: Ops, y_pred: Any) -> None:
+    """Warn (once per call site, Python's default filter) when ``y_pred`` is not floating."""
+    if not ops.is_floating(y_pred):
+        warnings.warn(
+            f"y_pred has dtype {ops.dtype_name(y_pred)}: scores are expected to be real numbers "
+            "(integer item ids passed as scores are ranked by id). Pass float scores, or silence "
+            "this with warnings.filterwarnings('ignore', category=rankstream.IntegerScoresWarning)",
+            IntegerScoresWarning,
+            stacklevel=4,
+        )
 
 
 @dataclass
@@ -88,15 +110,34 @@ def static_list_size(y_pred: Any, axis_name: str = "num_items") -> int:
     return n
 
 
-def as_array(ops: Ops, x: Any, name: str) -> Array:
+def as_array(ops: Ops, x: Any, name: str, like: Any = None) -> Array:
+    """``x`` as an array of ``ops``'s backend: tensors of that backend pass through; numpy
+    arrays and python lists given beside torch tensors are converted (onto ``like``'s device),
+    so mixed numpy/torch inputs work. Complex, string, object and ragged inputs are a
+    ``TypeError`` naming ``name``."""
     if x is None:
         raise TypeError(f"{name} must be an array, got None")
-    if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return known_rank(x, name)
-    try:
-        return ops.asarray(x)
-    except Exception as exc:
-        raise TypeError(f"{name} must be array-like, got {_describe(x)}: {exc}") from exc
+    if getattr(getattr(x, "device", None), "type", None) == "meta":
+        raise ValueError(f"{name} is a tensor on the 'meta' device (no data): {_describe(x)}")
+    if hasattr(x, "shape") and hasattr(x, "dtype") and ops.owns(x):
+        x = known_rank(x, name)
+    else:
+        try:
+            host = ops_of(x).to_numpy(x) if hasattr(x, "shape") and hasattr(x, "dtype") else x
+            host = np.asarray(host)
+        except Exception as exc:
+            raise TypeError(f"{name} must be array-like, got {_describe(x)}: {exc}") from exc
+        if host.dtype == object or host.dtype.kind in "USV":
+            raise TypeError(f"{name} must hold numbers, got {_describe(x)} (numpy dtype {host.dtype})")
+        if host.dtype.kind == "c":
+            raise TypeError(f"{name} must be real, got complex dtype {host.dtype}")
+        try:
+            x = ops.asarray(host, like)
+        except Exception as exc:
+            raise TypeError(f"{name} must be array-like, got {_describe(x)}: {exc}") from exc
+    if ops.is_complex(x):
+        raise TypeError(f"{name} must be real, got complex dtype {ops.dtype_name(x)}")
+    return x
 
 
 def unpack_output(output: Any) -> tuple[Any, Any, Any, Any]:
@@ -169,12 +210,13 @@ def list_batch(
     """
     if negative_labels not in NEGATIVE_LABELS:
         raise ValueError(f"negative_labels must be one of {NEGATIVE_LABELS}, got {negative_labels!r}")
-    ops = ops or get_ops(y_pred, y)
+    ops = ops or get_ops(y_pred, y, mask, sample_weight)
     y_pred = as_array(ops, y_pred, "y_pred")
-    y = as_array(ops, y, "y")
+    y = as_array(ops, y, "y", y_pred)
     if len(y_pred.shape) != 2:
         raise ValueError(f"y_pred must be 2-D (batch, num_items), got shape {_shape(y_pred)}")
-    static_list_size(y_pred)
+    if static_list_size(y_pred) == 0:
+        raise ValueError(f"y_pred must have at least one item per list, got shape {_shape(y_pred)}")
     if not _same_shape(_shape(y), _shape(y_pred)):
         raise ValueError(
             f"y_pred and y must have the same shape, got y_pred {_shape(y_pred)} and y {_shape(y)}"
@@ -182,13 +224,14 @@ def list_batch(
     if ops.is_bool(y_pred) or not ops.is_numeric(y_pred):
         raise TypeError(f"y_pred must hold real scores, got dtype {ops.dtype_name(y_pred)}")
     if not ops.is_floating(y_pred):
+        warn_integer_scores(ops, y_pred)
         y_pred = ops.cast(y_pred, ops.acc_dtype(y_pred))
     if not ops.is_numeric(y):
         raise TypeError(f"y must be numeric or bool, got dtype {ops.dtype_name(y)}")
     if not ops.is_floating(y):
         y = ops.cast(y, y_pred.dtype)
     if mask is not None:
-        mask = as_array(ops, mask, "mask")
+        mask = as_array(ops, mask, "mask", y_pred)
         if not _same_shape(_shape(mask), _shape(y_pred)):
             raise ValueError(f"mask must have the shape of y_pred {_shape(y_pred)}, got {_shape(mask)}")
         if not ops.is_bool(mask):
@@ -198,7 +241,7 @@ def list_batch(
     weights = None
     per_item = None
     if sample_weight is not None:
-        w = as_array(ops, sample_weight, "sample_weight")
+        w = as_array(ops, sample_weight, "sample_weight", y_pred)
         if ops.is_bool(w) or not ops.is_numeric(w):
             raise TypeError(f"sample_weight must be numeric, got dtype {ops.dtype_name(w)}")
         shape = _shape(w)
@@ -221,9 +264,12 @@ def list_batch(
             )
         if per_item is None:
             weights = ops.cast(w, acc)
-    if negative_labels == "mask" and (not ops.can_read(y) or ops.host_bools(ops.any(y < 0))[0]):
-        # One cheap read where reading is free: without negative labels no mask is built.
-        mask = y >= 0 if mask is None else mask & (y >= 0)
+    if negative_labels == "mask":
+        # Padding: every label not >= 0 (negative, -inf and NaN, as keras-rs's `labels >= 0`).
+        # One cheap read where reading is free: without such labels no mask is built.
+        keep = y >= 0
+        if not ops.can_read(y) or not ops.host_bools(ops.all(keep))[0]:
+            mask = keep if mask is None else mask & keep
     if item_weights and weights is not None:
         keep = weights > 0  # False for NaN too
         weights = ops.where(keep, weights, 0.0)
@@ -239,7 +285,9 @@ def unpack_ranking_inputs(y_true: Any, y_pred: Any, sample_weight: Any = None) -
     """Read keras-rs style arguments: ``y_true`` an array of labels or a mapping
     ``{"labels": y, "mask": m}``; ``y_pred`` the scores; ``y_true``, ``y_pred`` and ``mask``
     of one shape, ``(list_size,)`` (one list) or ``(batch, list_size)``; ``sample_weight`` of
-    rank at most that of the labels (scalar, per list or per item).
+    rank at most that of the labels (scalar, per list or per item). As keras-rs broadcasts
+    them, a ``(batch, 1)`` weight is one weight per list (returned as ``(batch,)``) and a
+    ``(1,)`` weight of one list a scalar.
 
     Returns ``(y_pred, y, mask, sample_weight)`` with ``y_pred``, ``y`` and ``mask`` 2-D (a
     1-D list becomes a batch of one, and its ``(list_size,)`` weight a ``(1, list_size)``
@@ -275,11 +323,25 @@ def unpack_ranking_inputs(y_true: Any, y_pred: Any, sample_weight: Any = None) -
         )
     if sample_weight is not None:
         w_shape = _shape(sample_weight)
-        if len(w_shape) > len(shape) or (len(shape) == 1 and w_shape not in ((), shape)):
-            allowed = "() or (list_size,)" if len(shape) == 1 else "(), (batch,) or (batch, list_size)"
+        if len(w_shape) > len(shape) or (len(shape) == 1 and w_shape not in ((), shape, (1,))):
+            allowed = (
+                "(), (1,) or (list_size,)"
+                if len(shape) == 1
+                else "(), (batch,), (batch, 1) or (batch, list_size)"
+            )
             raise ValueError(
                 f"sample_weight must have shape {allowed} for y_true of shape {shape}, got shape {w_shape}"
             )
+        if len(shape) == 1 and w_shape == (1,) != shape:
+            sample_weight = sample_weight[0]  # one weight for the list, as keras-rs broadcasts it
+        elif len(w_shape) == 2 and w_shape[1] == 1 and shape[1] != 1:
+            # (batch, 1): one weight per list, as keras-rs broadcasts it
+            if not _same_shape(w_shape[:1], shape[:1]):
+                raise ValueError(
+                    f"sample_weight of shape (batch, 1) must have batch = {shape[0]} (y_true has shape "
+                    f"{shape}), got shape {w_shape}"
+                )
+            sample_weight = sample_weight[:, 0]
     if len(shape) == 1:
         y_true, y_pred = y_true[None, :], y_pred[None, :]
         if mask is not None:

@@ -38,6 +38,19 @@ class Ops:
         they count it into the state and ``compute()`` raises."""
         return self.eager
 
+    def owns(self, x: Any) -> bool:
+        """Whether ``x`` is already an array of this backend (others are converted)."""
+        return True
+
+    def is_complex(self, x: Array) -> bool:
+        return "complex" in self.dtype_name(x)
+
+    def all(self, x: Array) -> Array:
+        return ~self.any(~x)
+
+    def isfinite(self, x: Array) -> Array:
+        return ~(self.isnan(x) | (x == float("inf")) | (x == float("-inf")))
+
     # -- creation / conversion -------------------------------------------------------
     def acc_dtype(self, x: Array) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
@@ -56,6 +69,18 @@ class NumpyOps(Ops):
 
     def acc_dtype(self, x: Array) -> Any:
         return np.float64
+
+    def owns(self, x: Any) -> bool:
+        return isinstance(x, (np.ndarray, np.generic))
+
+    def is_complex(self, x: Array) -> bool:
+        return np.asarray(x).dtype.kind == "c"
+
+    def all(self, x: Array) -> Array:
+        return np.all(x)
+
+    def isfinite(self, x: Array) -> Array:
+        return np.isfinite(x)
 
     def asarray(self, x: Any, like: Array = None, dtype: Any = None) -> Array:
         return np.asarray(x, dtype=dtype)
@@ -170,7 +195,7 @@ class NumpyOps(Ops):
 
     def is_numeric(self, x: Array) -> bool:
         dt = np.asarray(x).dtype
-        return np.issubdtype(dt, np.number) or dt == np.bool_
+        return (np.issubdtype(dt, np.number) and dt.kind != "c") or dt == np.bool_
 
     def dtype_name(self, x: Array) -> str:
         return str(np.asarray(x).dtype)
@@ -183,9 +208,12 @@ class TorchOps(NumpyOps):
     name = "torch"
 
     def __init__(self) -> None:
+        import threading
+
         import torch
 
         self.torch = torch
+        self._local = threading.local()
 
     def acc_dtype(self, x: Array) -> Any:
         dev = getattr(x, "device", None)
@@ -195,6 +223,18 @@ class TorchOps(NumpyOps):
 
     def can_read(self, x: Array) -> bool:
         return getattr(x, "device", None) is None or x.device.type == "cpu"
+
+    def owns(self, x: Any) -> bool:
+        return isinstance(x, self.torch.Tensor)
+
+    def is_complex(self, x: Array) -> bool:
+        return bool(x.is_complex())
+
+    def all(self, x: Array) -> Array:
+        return self.torch.all(x)
+
+    def isfinite(self, x: Array) -> Array:
+        return self.torch.isfinite(x)
 
     def topk_first_packed(self, scores: Array, k: int, valid: Array | None) -> tuple[Array, Array] | None:
         """Exact top-``k`` with ties broken by index (earlier first) and masked items last,
@@ -222,6 +262,8 @@ class TorchOps(NumpyOps):
 
     def asarray(self, x: Any, like: Array = None, dtype: Any = None) -> Array:
         device = like.device if like is not None and hasattr(like, "device") else None
+        if isinstance(x, np.ndarray) and x.dtype == np.bool_:
+            return self.torch.as_tensor(x.copy(), device=device)
         if isinstance(dtype, type) and issubclass(dtype, np.generic):
             dtype = {np.float64: self.torch.float64, np.float32: self.torch.float32}[dtype]
         return self.torch.as_tensor(x, dtype=dtype, device=device)
@@ -343,10 +385,12 @@ class TorchOps(NumpyOps):
         return buf.sum(dim=-1).to(dtype)
 
     def _scratch(self, like: Array) -> Array:
-        cache = getattr(self, "_scratch_buf", None)
+        """A buffer of ``like``'s shape, reused between calls of the same thread (one per
+        thread: two metrics updated from two threads never share it)."""
+        cache = getattr(self._local, "buf", None)
         if cache is None or cache.shape != like.shape or cache.dtype != like.dtype:
             cache = self.torch.empty_like(like, memory_format=self.torch.contiguous_format)
-            self._scratch_buf = cache
+            self._local.buf = cache
         return cache
 
     def stack(self, xs: list[Array], axis: int = 0) -> Array:
@@ -398,11 +442,8 @@ def is_torch(x: Any) -> bool:
 
 
 def get_ops(*arrays: Any) -> Ops:
-    """The backend of the first array that is not ``None`` (numpy for lists and scalars)."""
-    for a in arrays:
-        if a is None:
-            continue
-        if is_torch(a):
-            return torch_ops()
-        return NUMPY
+    """torch when any of ``arrays`` is a torch tensor (the others are converted to it: torch
+    in, torch out), else numpy (lists, scalars and numpy arrays)."""
+    if any(a is not None and is_torch(a) for a in arrays):
+        return torch_ops()
     return NUMPY

@@ -3,9 +3,11 @@
 One :class:`KerasOps` serves the three Keras backends:
 
 * JAX and TensorFlow: every method is a ``keras.ops`` call. Their ``top_k`` returns the lower
-  index first among equal values, so ``native_stable`` is set. TensorFlow's ``top_k`` puts NaN
-  at a position-dependent place, so ``topk`` there selects with NaN read as +inf (NaN first,
-  as torch and JAX rank it; the kernels' NaN check reads the first column).
+  index first among equal values, so ``native_stable`` is set; ``topk`` selects zeros as +0.0
+  (XLA's ``top_k`` ranks +0.0 above -0.0: equal floats must be ties, lower index first).
+  TensorFlow's ``top_k`` puts NaN at a position-dependent place, so ``topk`` there selects
+  with NaN read as +inf (NaN first, as torch and JAX rank it; the kernels' NaN check reads
+  the first column).
 * torch: Keras tensors are torch tensors, so the methods of :class:`~rankstream.core.ops.TorchOps`
   (faster on CPU: the scratch-buffer relevant count, the packed-key stable top-k) are used
   directly; only random numbers go through ``keras.random`` (a ``SeedGenerator``).
@@ -61,6 +63,10 @@ _TORCH_METHODS = (
     "is_bool",
     "is_numeric",
     "dtype_name",
+    "owns",
+    "is_complex",
+    "all",
+    "isfinite",
 )
 
 
@@ -112,7 +118,8 @@ class KerasOps(Ops):
         if self.backend == "torch":
             torch = torch_ops()
             for method in _TORCH_METHODS:
-                setattr(self, method, getattr(torch, method))
+                if hasattr(torch, method):
+                    setattr(self, method, getattr(torch, method))
             self._torch = torch
 
     # -- reading back ------------------------------------------------------------------
@@ -132,6 +139,20 @@ class KerasOps(Ops):
 
     def to_numpy(self, x: Array) -> np.ndarray:
         return np.asarray(self.k.convert_to_numpy(x))
+
+    def owns(self, x: Any) -> bool:
+        """Whether ``x`` is a tensor of the Keras backend (or a Keras variable)."""
+        if isinstance(x, self.keras.Variable):
+            return True
+        if self.backend == "jax":
+            import jax
+
+            return isinstance(x, jax.Array)
+        if self.backend == "tensorflow":
+            import tensorflow as tf
+
+            return bool(tf.is_tensor(x))
+        return False  # pragma: no cover - torch uses TorchOps.owns
 
     # -- creation / conversion -----------------------------------------------------------
     def _dtype(self, dtype: Any) -> Any:
@@ -160,12 +181,20 @@ class KerasOps(Ops):
 
     # -- selection -----------------------------------------------------------------------
     def topk(self, x: Array, k: int) -> tuple[Array, Array]:
-        if self.backend == "tensorflow" and self.is_floating(x):
+        if not self.is_floating(x):
+            return self.k.top_k(x, k, sorted=True)
+        # Equal floats are ties on every backend (lower index first): XLA's top_k (JAX, and
+        # TensorFlow with jit_compile) orders +0.0 above -0.0, so zeros are selected as +0.0
+        # (a `where`, not `x + 0.0`, which XLA simplifies away).
+        key = self.k.where(self.k.equal(x, 0.0), self.k.zeros_like(x), x)
+        if self.backend == "tensorflow":
             # TF's top_k places NaN anywhere (it depends on the position); the kernels want
             # NaN first, as torch and JAX rank it, so the selection sees NaN as +inf.
-            _, idx = self.k.top_k(self.k.where(self.k.isnan(x), float("inf"), x), k, sorted=True)
-            return self.k.take_along_axis(x, idx, axis=-1), idx
-        return self.k.top_k(x, k, sorted=True)
+            key = self.k.where(self.k.isnan(x), float("inf"), key)
+        vals, idx = self.k.top_k(key, k, sorted=True)
+        if self.backend == "tensorflow":
+            vals = self.k.take_along_axis(x, idx, axis=-1)
+        return vals, idx
 
     def stable_argsort_desc(self, keys: list[Array]) -> Array:
         # Only called on the eager read-back path (rows showing a tie), so numpy is fine.
@@ -218,6 +247,12 @@ class KerasOps(Ops):
     def any(self, x: Array, axis: Any = None) -> Array:
         return self.k.any(x, axis=axis)
 
+    def all(self, x: Array, axis: Any = None) -> Array:
+        return self.k.all(x, axis=axis)
+
+    def isfinite(self, x: Array) -> Array:
+        return self.k.isfinite(x)
+
     def count_relevant(
         self, labels: Array, threshold: float, strict: bool, valid: Array | None, dtype: Any
     ) -> Array:
@@ -245,6 +280,9 @@ class KerasOps(Ops):
     def is_numeric(self, x: Array) -> bool:
         name = self.dtype_name(x)
         return name == "bool" or "int" in name or "float" in name
+
+    def is_complex(self, x: Array) -> bool:
+        return "complex" in self.dtype_name(x)
 
 
 _CACHE: dict[bool, KerasOps] = {}

@@ -38,8 +38,9 @@ class Kernel(Protocol):
     def compute(self, sums: Mapping[str, Any], ops: Ops) -> Any:
         """The metric from total sums (elementwise arithmetic only, any backend)."""
 
-    def check_computable(self, sums: Mapping[str, np.ndarray]) -> None:
-        """Raise :class:`NotComputableError` when the sums hold no usable list."""
+    def check_computable(self, sums: Mapping[str, np.ndarray], name: str | None = None) -> None:
+        """Raise :class:`NotComputableError` when the sums hold no usable list (``ValueError``
+        when bad lists were counted); ``name`` is the public metric's name in the message."""
 
     def finalize(self, value: Any) -> Any:
         """Python-level result (a float, a list ordered by k, or a dict)."""
@@ -71,6 +72,109 @@ def join_flat(ops: Ops, sums: Mapping[str, Any], fields: Mapping[str, tuple[int,
     return ops.concat(parts)
 
 
+STATE_FORMAT = 1
+"""Version of the saved-state layout written by :func:`pack_state`."""
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-like description of a kernel setting (callables by their qualified name, so a
+    state saved by one process loads in another)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if callable(value):
+        return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', type(value).__name__)}"
+    return type(value).__name__
+
+
+def kernel_config(kernel: Kernel) -> dict[str, Any]:
+    """The kernel's public settings (``top_k``, conventions, ...) as plain values."""
+    return {
+        name: _plain(value)
+        for name, value in sorted(vars(kernel).items())
+        if not name.startswith("_") and name != "fields"
+    }
+
+
+def pack_state(kernel: Kernel, sums: Mapping[str, Any], metric: str | None = None) -> dict[str, Any]:
+    """A saved state: ``{"format", "metric", "config", "fields", "sums"}``. It says what it
+    belongs to (the public metric's name, the kernel's settings and the field layout, and the
+    layout's version), so :func:`unpack_state` refuses a state of another metric."""
+    return {
+        "format": STATE_FORMAT,
+        "metric": metric or type(kernel).__name__,
+        "config": kernel_config(kernel),
+        "fields": {name: list(shape) for name, shape in kernel.fields.items()},
+        "sums": {name: np.array(sums[name], dtype=np.float64, copy=True) for name in kernel.fields},
+    }
+
+
+def unpack_state(
+    kernel: Kernel, state: Any, metric: str | None = None, owner: str = "state"
+) -> dict[str, np.ndarray]:
+    """Validate a saved state whole and return its sums (float64 copies); nothing is
+    assigned, so a caller that raises here leaves its state as it was.
+
+    Accepts what :func:`pack_state` writes: the format version, the metric's name, its
+    settings and field layout must match, and every sum must be finite with its field's
+    shape. A ``ValueError`` names ``owner`` and says what differs."""
+    metric = metric or type(kernel).__name__
+    if not isinstance(state, Mapping):
+        raise TypeError(f"{owner} must be a mapping from state_dict(), got {type(state).__name__}")
+    expected_keys = {"format", "metric", "config", "fields", "sums"}
+    if set(state) != expected_keys:
+        raise ValueError(
+            f"{owner} does not fit {metric}: a saved state has exactly the keys {sorted(expected_keys)}, "
+            f"got {sorted(map(str, state))}"
+        )
+    if state["format"] != STATE_FORMAT:
+        raise ValueError(
+            f"{owner} does not fit {metric}: it has format {state['format']!r}, this version reads "
+            f"format {STATE_FORMAT}"
+        )
+    if state["metric"] != metric:
+        raise ValueError(f"{owner} does not fit {metric}: it was saved by {state['metric']!r}")
+    fields = {name: list(shape) for name, shape in kernel.fields.items()}
+    saved = state["fields"]
+    saved_fields = {str(k): list(v) for k, v in saved.items()} if isinstance(saved, Mapping) else saved
+    sums = state["sums"]
+    if saved_fields != fields or not isinstance(sums, Mapping) or set(sums) != set(fields):
+        got = sorted(map(str, sums)) if isinstance(sums, Mapping) else type(sums).__name__
+        raise ValueError(
+            f"{owner} does not fit {metric}: its fields and their shapes are {saved_fields} with sums "
+            f"{got}; {metric} has {fields}"
+        )
+    config = kernel_config(kernel)
+    saved_config = dict(state["config"]) if isinstance(state["config"], Mapping) else {}
+    if saved_config != config:
+        diff = sorted(k for k in set(config) | set(saved_config) if saved_config.get(k) != config.get(k))
+        raise ValueError(
+            f"{owner} does not fit {metric}: it was saved with other settings: "
+            + ", ".join(f"{k}={saved_config.get(k)!r} (here {config.get(k)!r})" for k in diff)
+        )
+    out = {}
+    for name, shape in kernel.fields.items():
+        try:
+            value = np.array(_host(sums[name]), dtype=np.float64, copy=True)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{owner}: field {name!r} must be numeric, got {sums[name]!r}") from exc
+        if value.shape != tuple(shape):
+            raise ValueError(f"{owner}: field {name!r} must have shape {tuple(shape)}, got {value.shape}")
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"{owner}: field {name!r} must be finite, got {value.tolist()}")
+        out[name] = value
+    return out
+
+
+def _host(x: Any) -> Any:
+    """A tensor of any framework as something numpy reads (CPU, no grad)."""
+    for attr in ("detach", "cpu"):
+        if hasattr(x, attr) and callable(getattr(x, attr)):
+            x = getattr(x, attr)()
+    return np.asarray(x.numpy()) if hasattr(x, "numpy") and callable(x.numpy) else x
+
+
 class State:
     """Framework-free accumulator of one kernel's fields (numpy float64).
 
@@ -84,8 +188,11 @@ class State:
         self.sums: dict[str, np.ndarray] = {
             name: np.zeros(shape, dtype=np.float64) for name, shape in kernel.fields.items()
         }
-        if sums is not None:
-            self.load(sums)
+        if sums is not None:  # what state_dict() wrote, or the raw field sums
+            if isinstance(sums, Mapping) and "format" in sums and "sums" in sums:
+                self.load_state_dict(sums)
+            else:
+                self.load(sums)
 
     def reset(self) -> None:
         for v in self.sums.values():
@@ -116,18 +223,35 @@ class State:
         self.kernel.check_computable(self.sums)
         return self.kernel.finalize(self.kernel.compute(self.sums, NUMPY))
 
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return {n: v.copy() for n, v in self.sums.items()}
+    def state_dict(self) -> dict[str, Any]:
+        """A snapshot saying what it belongs to (see :func:`pack_state`)."""
+        return pack_state(self.kernel, self.sums)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Load what :meth:`state_dict` wrote, validated whole before anything is assigned."""
+        self.sums = unpack_state(self.kernel, state, owner="state_dict")
 
     def load(self, sums: Mapping[str, Any]) -> None:
-        missing = set(self.kernel.fields) - set(sums)
-        if missing:
-            raise ValueError(f"state is missing fields {sorted(missing)}; got {sorted(sums)}")
-        for name, shape in self.kernel.fields.items():
-            value = np.asarray(sums[name], dtype=np.float64)
-            if value.shape != shape:
-                raise ValueError(f"field {name!r} must have shape {shape}, got {value.shape}")
-            self.sums[name] = value.copy()
+        """Set the raw field sums (``{field: array}``): exactly the kernel's fields, each of its
+        shape and finite, checked whole before anything is assigned."""
+        if not isinstance(sums, Mapping):
+            raise TypeError(f"sums must be a mapping from field name to array, got {type(sums).__name__}")
+        if set(sums) != set(self.kernel.fields):
+            missing = sorted(set(self.kernel.fields) - set(sums))
+            unknown = sorted(map(str, set(sums) - set(self.kernel.fields)))
+            raise ValueError(
+                f"sums must have exactly the fields {sorted(self.kernel.fields)}: missing fields "
+                f"{missing}, unknown fields {unknown}"
+            )
+        fields = {name: list(shape) for name, shape in self.kernel.fields.items()}
+        packed = {
+            "format": STATE_FORMAT,
+            "metric": type(self.kernel).__name__,
+            "config": kernel_config(self.kernel),
+            "fields": fields,
+            "sums": sums,
+        }
+        self.sums = unpack_state(self.kernel, packed, owner="sums")
 
 
 def merge(*states: State) -> State:

@@ -226,6 +226,8 @@ def _float_array(x: Any, name: str) -> np.ndarray:
     arr = _to_numpy(x)
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)):
         raise ValueError(f"{name} must be numeric, got {_describe(arr)}")
+    if arr.dtype.kind == "c":
+        raise TypeError(f"{name} must be real, got complex values ({_describe(arr)})")
     if arr.size == 0:
         raise ValueError(f"{name} must not be empty, got shape {arr.shape}")
     arr = arr.astype(np.float64, copy=False)

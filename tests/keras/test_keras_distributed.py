@@ -518,6 +518,14 @@ def check_fit(runs: Runs, name: str) -> None:
     assert all(len(v) == 2 for v in hist.values()), hist
     xv, yv = cases.fit_data(2, cases.VAL_LISTS)
     val = {"scores": cases.dense_ranker_scores(got["weights"], xv), "labels": yv}
+    # Model outputs compared across computation paths (cases.MIN_GAP): no near tie in the
+    # validation lists, nor in any list a metric saw in training, validation or evaluate.
+    assert cases.min_gap(val["scores"]) > cases.MIN_GAP, cases.min_gap(val["scores"])
+    assert hist["near_ties"] == hist["val_near_ties"] == [0.0, 0.0], hist
+    for key in ("uninterrupted", "first_part", "resumed_here", "reloaded_here", "resumed_other"):
+        if key in got:
+            logs = got[key] if "logs" not in got[key] else got[key]["logs"]
+            assert logs["near_ties"] == 0.0, (key, logs)
     expected = references(val)
     rel = rel_tol(name)
     last_val = {key[len("val_") :]: v[-1] for key, v in hist.items() if key.startswith("val_")}
@@ -534,12 +542,15 @@ def check_fit(runs: Runs, name: str) -> None:
         assert got["reloaded_here"]["configs"] == got["resumed_here"]["configs"]
     base = baseline_result(runs, name, "fit")
     if base is not None:  # the training metrics, epoch by epoch
+        assert base["history"]["near_ties"] == [0.0, 0.0], base["history"]
         for key, values in hist.items():
             if not key.endswith("loss"):
                 expected = base["history"][key]
                 assert values == pytest.approx(expected, rel=1e-5, abs=1e-6), (key, values, expected)
     if cfg.resume_from:
         other = task_result(runs, cfg.resume_from, "fit")
+        other_scores = cases.dense_ranker_scores(other["weights"], xv)
+        assert cases.min_gap(other_scores) > cases.MIN_GAP, cases.min_gap(other_scores)
         res = got["resumed_other"]
         assert res["restored_variables"] == other["n_state"], res
         assert res["configs"] == other["resumed_here"]["configs"]

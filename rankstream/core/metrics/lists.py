@@ -28,7 +28,7 @@ Conventions (each adapter picks its peer's defaults):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -71,6 +71,9 @@ class Selection:
     full_valid: Array | None
     item_weights: Array | None = None  # (B, K) weights of the ranked items (per-item weights only)
     full_item_weights: Array | None = None  # (B, N) per-item weights, 0 on masked items
+    # What a kernel's values() computed for has_relevant()/list_relevance() on this same
+    # batch: per selection, never on the kernel, so a kernel is reentrant and thread-safe.
+    cache: dict[str, Any] = field(default_factory=dict)
 
     def ideal(self) -> tuple[Array, Array | None]:
         """Top-``K`` labels of the valid items in decreasing order (the ideal ranking),
@@ -169,6 +172,8 @@ class ListKernel:
     def select(self, batch: ListBatch) -> Selection:
         ops = batch.ops
         scores, labels, valid = batch.scores, batch.labels, batch.valid
+        if valid is not None:  # an item not in the list never counts, whatever its label (NaN too)
+            labels = ops.where(valid, labels, 0.0)
         n = batch.list_size
         k = min(self.top_k[-1], n)
         acc = ops.acc_dtype(scores)
@@ -227,16 +232,14 @@ class ListKernel:
         sel = self.select(batch)
         ops = sel.ops
         invalid = self._check_data(sel)
-        self._cache: dict[str, Any] = {}
         values = self.values(sel)
         rel = self.has_relevant(sel)
         counted = rel if self.empty == "skip" else ops.ones_bool(rel)
         if keras_rs:
-            w = self.keras_rs_list_weights(sel)
+            w = self.keras_rs_list_weights(sel, invalid)
         else:
             acc = values.dtype
             w = sel.weights if sel.weights is not None else ops.zeros((batch.batch_size,), values, acc) + 1.0
-        self._cache = {}
         return ListValues(values=values, counted=counted, weights=w, invalid=invalid)
 
     def per_list(
@@ -251,7 +254,7 @@ class ListKernel:
             values = _ops_of(values).where(out.invalid[:, None], float("nan"), values)
         return values, out.counted, out.weights
 
-    def keras_rs_list_weights(self, sel: Selection) -> Array:
+    def keras_rs_list_weights(self, sel: Selection, invalid: Array | None = None) -> Array:
         """Per-list weights ``(B,)`` collapsed from the item weights as keras-rs's
         ``get_list_weights`` does, within one batch: a list with no item of positive weight
         gets 0; a list with relevance gets ``sum_j W_ij R_ij / sum_j R_ij``; a list without
@@ -263,31 +266,58 @@ class ListKernel:
         w_pos = ops.ones_bool(rel_pos) if sel.in_list is None else sel.in_list[:, 0] > 0
         if sel.weights is not None:
             w_pos = w_pos & (sel.weights > 0)
+        if invalid is not None:  # bad lists (left out of the sums) never enter the batch mean
+            w_pos = w_pos & ~invalid
+            plw = ops.where(invalid, 0.0, plw)
         both = ops.cast(w_pos & rel_pos, plw.dtype)
         n_both = ops.sum(both)
         avg = ops.where(n_both > 0, ops.sum(plw) / ops.where(n_both > 0, n_both, 1.0), 1.0)
         return ops.where(w_pos, ops.where(rel_pos, plw, avg), 0.0)
 
     def _check_data(self, sel: Selection) -> Array | None:
-        """Raise on bad data when it can be read back; else return (B,) bool invalid rows."""
+        """Raise on bad data when it can be read back; else return (B,) bool invalid rows.
+
+        Bad data: NaN scores among a list's items; a per-list weight that is negative, NaN
+        or infinite; a per-item weight of +inf; a NaN or infinite label on an item of the
+        list (under ``negative_labels="mask"`` NaN and -inf labels are padding already)."""
         ops = sel.ops
         w = sel.weights
+        labels = sel.full_labels  # 0 on items not in the list
         if sel.has_nan is not None:  # the values were read back: raise now
             if sel.has_nan:
                 raise ValueError("y_pred contains NaN scores (among the items in the lists)")
+            checks = [~ops.isfinite(ops.sum(labels))]  # cheap: a non-finite label makes it non-finite
             if w is not None:
-                bad_neg, bad_nan = ops.host_bools(ops.stack([ops.any(w < 0), ops.any(ops.isnan(w))]))
-                if bad_neg or bad_nan:
-                    raise ValueError(
-                        "sample_weight must be finite and non-negative, got "
-                        f"{ops.to_numpy(w)[:8].tolist()}{'...' if w.shape[0] > 8 else ''}"
+                checks.append(ops.any(~ops.isfinite(w) | (w < 0)))
+            if sel.full_item_weights is not None:
+                checks.append(ops.any(sel.full_item_weights == float("inf")))
+            flags = ops.host_bools(ops.stack(checks))
+            if flags[0] and ops.host_bools(ops.any(~ops.isfinite(labels)))[0]:
+                bad = ops.to_numpy(labels)
+                bad = bad[~np.isfinite(bad)]
+                raise ValueError(
+                    f"y must hold finite labels on the items of the lists, got {bad[:8].tolist()}"
+                    + (
+                        " (labels < 0, NaN and -inf are padding here)"
+                        if self.negative_labels == "mask"
+                        else ""
                     )
+                )
+            if w is not None and flags[1]:
+                raise ValueError(
+                    "sample_weight must be finite and non-negative, got "
+                    f"{ops.to_numpy(w)[:8].tolist()}{'...' if w.shape[0] > 8 else ''}"
+                )
+            if sel.full_item_weights is not None and flags[-1]:
+                raise ValueError("sample_weight must be finite, got +inf among the per-item weights")
             return None
         invalid = sel.nan_rows
+        bad_rows = ops.any(~ops.isfinite(labels), axis=1)
         if w is not None:
-            bad_w = (w < 0) | ops.isnan(w)
-            invalid = bad_w if invalid is None else invalid | bad_w
-        return invalid
+            bad_rows = bad_rows | ~ops.isfinite(w) | (w < 0)
+        if sel.full_item_weights is not None:
+            bad_rows = bad_rows | ops.any(sel.full_item_weights == float("inf"), axis=1)
+        return bad_rows if invalid is None else invalid | bad_rows
 
     def batch_sums(
         self, ops: Ops | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
@@ -315,17 +345,23 @@ class ListKernel:
             value = ops.where(sums["invalid"] > 0, float("nan"), value)
         return value
 
-    def check_computable(self, sums: Mapping[str, np.ndarray]) -> None:
+    def check_computable(self, sums: Mapping[str, np.ndarray], name: str | None = None) -> None:
+        """Raise when the sums cannot give a number: ``ValueError`` when bad lists were counted
+        (where ``update`` could not raise), :class:`NotComputableError` when no list was
+        counted. ``name`` is the public metric's name in the messages (the kernel's class by
+        default)."""
+        name = name or type(self).__name__
         bad = float(np.asarray(sums.get("invalid", 0.0)))
         if bad > 0:
             raise ValueError(
-                f"{int(bad)} list(s) had NaN scores among their items or a negative/NaN sample_weight. "
-                "On accelerators and under jit, update() does not read values back (no device sync), "
-                "so such lists are counted and reported here instead of raising in update()."
+                f"{name}: {int(bad)} list(s) had NaN scores among their items, a NaN or infinite "
+                "label, or a negative/NaN/infinite sample_weight; they were left out of the sums. "
+                "On accelerators and under jit, update() does not read values back (no device "
+                "sync), so such lists are counted and reported here instead of raising in update()."
             )
         if not float(np.asarray(sums["weight_sum"])) > 0:
             raise NotComputableError(
-                f"{type(self).__name__} must have at least one usable list before compute() "
+                f"{name} must have at least one usable list before compute() "
                 f"(lists seen with a relevant item and a positive weight: {int(np.asarray(sums['count']))})"
             )
 

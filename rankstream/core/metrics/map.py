@@ -76,14 +76,14 @@ class MAPKernel(ListKernel):
         return rel if in_list is None else rel * in_list
 
     def has_relevant(self, sel: Selection) -> Array:
-        return self._cache["n_rel"] > 0
+        return sel.cache["n_rel"] > 0
 
     def list_relevance(self, sel: Selection) -> tuple[Array, Array]:
         ops = sel.ops
-        n_rel = self._cache["n_rel"]
+        n_rel = sel.cache["n_rel"]
         rel_pos = n_rel > 0
         if sel.full_item_weights is not None:
-            w_rel = self._cache["w_rel"]
+            w_rel = sel.cache["w_rel"]
             return rel_pos, ops.where(rel_pos, w_rel / ops.where(rel_pos, n_rel, 1.0), 0.0)
         # Constant weight over a list's items: sum_j W R / sum_j R is that weight.
         w = 1.0 if sel.weights is None else sel.weights
@@ -99,17 +99,17 @@ class MAPKernel(ListKernel):
         n_rel = ops.count_relevant(  # R, one pass over the labels
             sel.full_labels, 0.0 if t is None else t, t is None, sel.full_valid, sel.positions.dtype
         )
-        self._cache["n_rel"] = n_rel
+        sel.cache["n_rel"] = n_rel
         if sel.full_item_weights is not None:
             acc = sel.positions.dtype
             full = ops.cast(sel.full_labels, acc)
             w_rel = ops.cast(full > 0 if t is None else full >= t, acc) * sel.full_item_weights
-            self._cache["w_rel"] = ops.sum(w_rel, axis=1)
+            sel.cache["w_rel"] = ops.sum(w_rel, axis=1)
             if self.denominator == "min":
                 best = ops.cumsum(ops.topk(w_rel, sel.k)[0], axis=1)
                 denom = self._cut(sel, best)
             else:
-                denom = self._cache["w_rel"][:, None]
+                denom = sel.cache["w_rel"][:, None]
         elif self.denominator == "min":
             denom = ops.stack([ops.minimum(n_rel, float(k)) for k in self.top_k], axis=1)
         else:

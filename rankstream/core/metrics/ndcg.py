@@ -16,9 +16,9 @@ its best label is ``>= t`` (or ``> 0``); lists without one are skipped or count 
 
 With per-item weights ``w`` (``weighting="keras_rs"``, keras-rs's convention) every gain is
 weighted: ``DCG@k = sum_{j <= k} w_(j) g(y_(j)) d(j)`` and the ideal ranking orders the items
-by ``w_i g(y_i)``, so ``IDCG@k`` sums the ``k`` largest ``w_i g(y_i)`` times ``d(j)``. Under
-``weighting="keras_rs"`` a callable gain (which need not be monotone) also takes that ideal,
-by ``g(y_i)``, as keras-rs does; the named gains keep the one ``topk`` of the labels.
+by ``w_i g(y_i)``, so ``IDCG@k`` sums the ``k`` largest ``w_i g(y_i)`` times ``d(j)``. A
+callable gain (which need not be monotone in the label) always takes the ideal by gain,
+``g(y_i)``, as keras-rs does; the named gains are monotone and keep one ``topk`` of the labels.
 """
 
 from __future__ import annotations
@@ -105,9 +105,9 @@ class NDCGKernel(ListKernel):
         return g if in_list is None else g * in_list
 
     def has_relevant(self, sel: Selection) -> Array:
-        if "ideal_gains" in self._cache:
-            return self._cache["ideal_gains"][:, 0] > 0
-        ideal, ideal_in_list = self._cache["ideal"]
+        if "ideal_gains" in sel.cache:
+            return sel.cache["ideal_gains"][:, 0] > 0
+        ideal, ideal_in_list = sel.cache["ideal"]
         top = ideal[:, 0]
         t = self.relevance_threshold
         rel = top > 0 if t is None else top >= t
@@ -116,21 +116,21 @@ class NDCGKernel(ListKernel):
         return rel
 
     def _ideal_by_gains(self, sel: Selection) -> bool:
-        return sel.full_item_weights is not None or (
-            self.weighting == "keras_rs" and not isinstance(self.gain, str)
-        )
+        # A callable gain need not be monotone in the label: the ideal ranking orders the
+        # items by gain. The named gains are monotone, so one topk of the labels does.
+        return sel.full_item_weights is not None or not isinstance(self.gain, str)
 
     def list_relevance(self, sel: Selection) -> tuple[Array, Array]:
         ops = sel.ops
-        if "gain_sum" in self._cache:  # the full pass of values() computed the sums
-            g_sum, wg_sum = self._cache["gain_sum"], self._cache["weighted_gain_sum"]
+        if "gain_sum" in sel.cache:  # the full pass of values() computed the sums
+            g_sum, wg_sum = sel.cache["gain_sum"], sel.cache["weighted_gain_sum"]
             rel_pos = g_sum > 0
             plw = ops.where(rel_pos, wg_sum / ops.where(rel_pos, g_sum, 1.0), 0.0)
             return rel_pos, plw if sel.weights is None else plw * sel.weights
         # Named gains are 0 at label 0 (so on masked items) and monotone: the list has
         # relevance iff its best label has a positive gain, and sum W R / sum R is the
         # list's constant weight.
-        ideal, ideal_in_list = self._cache["ideal"]
+        ideal, ideal_in_list = sel.cache["ideal"]
         top_in = None if ideal_in_list is None else ideal_in_list[:, :1]
         rel_pos = self._gains(sel, ideal[:, :1], top_in)[:, 0] > 0
         w = 1.0 if sel.weights is None else sel.weights
@@ -160,13 +160,17 @@ class NDCGKernel(ListKernel):
                 wg = g * ops.cast(sel.full_valid, acc)
             else:
                 wg = g
-            ideal_gains = ops.topk(wg, sel.k)[0]
-            self._cache["ideal_gains"] = ideal_gains
-            self._cache["gain_sum"] = ops.sum(g, axis=1)
-            self._cache["weighted_gain_sum"] = ops.sum(wg, axis=1)
+            if sel.full_valid is None:
+                ideal_gains = ops.topk(wg, sel.k)[0]
+            else:  # items not in the list rank after every item of it (gains may be < 0)
+                ideal_gains = ops.topk(ops.where(sel.full_valid, wg, float("-inf")), sel.k)[0]
+                ideal_gains = ops.where(ideal_gains > float("-inf"), ideal_gains, 0.0)
+            sel.cache["ideal_gains"] = ideal_gains
+            sel.cache["gain_sum"] = ops.sum(g, axis=1)
+            sel.cache["weighted_gain_sum"] = ops.sum(wg, axis=1)
             idcg = self._cut(sel, ops.cumsum(ideal_gains * disc, axis=1))
         else:
-            ideal, ideal_in_list = self._cache["ideal"] = sel.ideal()
+            ideal, ideal_in_list = sel.cache["ideal"] = sel.ideal()
             idcg = self._cut(sel, ops.cumsum(self._gains(sel, ideal, ideal_in_list) * disc, axis=1))
         ok = idcg > 0
         return ops.where(ok, dcg / ops.where(ok, idcg, 1.0), 0.0)

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -122,9 +123,9 @@ def rank_batch(
     y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None, ops: Ops | None = None
 ) -> RankBatch:
     """Check shapes and dtypes (no device read; values are checked in :func:`task_ranks`)."""
-    ops = ops or get_ops(y_pred, y)
+    ops = ops or get_ops(y_pred, y, mask, sample_weight)
     y_pred = as_array(ops, y_pred, "y_pred")
-    y = as_array(ops, y, "y")
+    y = as_array(ops, y, "y", y_pred)
     if len(y_pred.shape) != 2:
         raise ValueError(f"y_pred must be 2-D (batch, num_candidates), got shape {_shape(y_pred)}")
     if ops.is_bool(y_pred) or not ops.is_numeric(y_pred):
@@ -152,7 +153,7 @@ def rank_batch(
             f"({b},), or binary labels of the shape of y_pred {(b, n)}; got {_describe(y)}"
         )
     if mask is not None:
-        mask = as_array(ops, mask, "mask")
+        mask = as_array(ops, mask, "mask", y_pred)
         if _shape(mask) != (b, n):
             raise ValueError(f"mask must have the shape of y_pred {(b, n)}, got {_shape(mask)}")
         if not ops.is_bool(mask):
@@ -162,7 +163,7 @@ def rank_batch(
             )
     weights = None
     if sample_weight is not None:
-        w = as_array(ops, sample_weight, "sample_weight")
+        w = as_array(ops, sample_weight, "sample_weight", y_pred)
         if ops.is_bool(w) or not ops.is_numeric(w):
             raise TypeError(f"sample_weight must be numeric, got dtype {ops.dtype_name(w)}")
         acc = ops.acc_dtype(y_pred)
@@ -220,9 +221,10 @@ def _is_torch_cpu(ops: Ops, x: Array) -> bool:
     return is_torch(x) and x.device.type == "cpu"
 
 
-class _Scratch:
+class _Scratch(threading.local):
     """Reused CPU buffers: fresh 80 MB temporaries cost page faults on every batch. A buffer
-    grows to the largest size asked for; smaller requests get a view of its start."""
+    grows to the largest size asked for; smaller requests get a view of its start. One set
+    per thread, so metrics updated from two threads never share a buffer."""
 
     def __init__(self) -> None:
         self._bufs: dict[str, Any] = {}
@@ -822,18 +824,20 @@ class RankKernel:
             out["rank"] = ops.sum(w * r)
         return out
 
-    def check_computable(self, sums: Mapping[str, Any]) -> None:
+    def check_computable(self, sums: Mapping[str, Any], name: str | None = None) -> None:
+        """As :meth:`ListKernel.check_computable`; ``name`` is the public metric's name."""
+        name = name or type(self).__name__
         bad = float(np.asarray(sums.get("invalid", 0.0)))
         if bad > 0:
             raise ValueError(
-                f"{int(bad)} row(s) had NaN scores among their candidates, a true index out of "
+                f"{name}: {int(bad)} row(s) had NaN scores among their candidates, a true index out of "
                 "range or masked out, or a negative/non-finite sample_weight. On accelerators and "
                 "under jit, update() does not read values back (no device sync), so such rows "
                 "are counted and reported here instead of raising in update()."
             )
         if not float(np.asarray(sums["weight"])) > 0:
             raise NotComputableError(
-                f"{type(self).__name__} must have at least one ranking task with a positive weight "
+                f"{name} must have at least one ranking task with a positive weight "
                 f"before compute() (tasks seen: {int(np.asarray(sums['count']))})"
             )
 

@@ -119,3 +119,53 @@ def make_case(rng, b, n, *, weights=None, masked=True, max_label=3):
     else:
         raise ValueError(weights)
     return scores, labels, mask, w
+
+
+def naive_rank_sums(scores, targets, weights=None, ks=(1, 3)):
+    """Realistic ranks counted task by task (python loops, ties counted exactly; one task per
+    row, ``targets`` the index of the true candidate): the weighted sums
+    ``{"weight", "count", "hits": [..per k..], "inverse_rank", "log_rank", "rank"}`` of the
+    rows of positive weight."""
+    scores = np.asarray(scores, dtype=np.float64)
+    out = {"weight": 0.0, "count": 0.0, "hits": [0.0] * len(ks), "inverse_rank": 0.0, "log_rank": 0.0}
+    out["rank"] = 0.0
+    for i in range(scores.shape[0]):
+        w = 1.0 if weights is None else float(np.asarray(weights, dtype=np.float64).reshape(-1)[i])
+        if not w > 0:
+            continue
+        t = int(targets[i])
+        better = sum(1 for j in range(scores.shape[1]) if j != t and scores[i, j] > scores[i, t])
+        equal = sum(1 for j in range(scores.shape[1]) if j != t and scores[i, j] == scores[i, t])
+        r = 1 + better + equal / 2.0
+        out["weight"] += w
+        out["count"] += 1
+        out["hits"] = [h + w * (r <= k) for h, k in zip(out["hits"], ks, strict=True)]
+        out["inverse_rank"] += w / r
+        out["log_rank"] += w * math.log(r)
+        out["rank"] += w * r
+    return out
+
+
+def naive_rank_values(sums, ks=(1, 3)):
+    """The rank-based values of :func:`naive_rank_sums` (added over batches): Hits@k, MRR,
+    GMR and the arithmetic mean rank (0 without a task of positive weight)."""
+    w = sums["weight"]
+    if not w > 0:
+        values = dict.fromkeys([f"hits_at_{k}" for k in ks], 0.0)
+        values.update(inverse_harmonic_mean_rank=0.0, geometric_mean_rank=0.0, arithmetic_mean_rank=0.0)
+        return values
+    values = {f"hits_at_{k}": h / w for k, h in zip(ks, sums["hits"], strict=True)}
+    values["inverse_harmonic_mean_rank"] = sums["inverse_rank"] / w
+    values["geometric_mean_rank"] = math.exp(sums["log_rank"] / w)
+    values["arithmetic_mean_rank"] = sums["rank"] / w
+    return values
+
+
+def add_sums(a, b):
+    """Field-wise sum of two dicts of :func:`naive_rank_sums`."""
+    return {
+        key: [x + y for x, y in zip(a[key], b[key], strict=True)]
+        if isinstance(a[key], list)
+        else a[key] + b[key]
+        for key in a
+    }

@@ -56,9 +56,14 @@ M = np.ones((3, 4), bool)
             Y[0],
             S[0],
             np.ones((1, 4), "float32"),
-            r"sample_weight must have shape \(\) or \(list_size,\).*\(1, 4\)",
+            r"sample_weight must have shape \(\), \(1,\) or \(list_size,\).*\(1, 4\)",
         ),
-        (Y[0], S[0], np.ones(3, "float32"), r"sample_weight must have shape \(\) or \(list_size,\).*\(3,\)"),
+        (
+            Y[0],
+            S[0],
+            np.ones(3, "float32"),
+            r"sample_weight must have shape \(\), \(1,\) or \(list_size,\).*\(3,\)",
+        ),
     ],
 )
 @pytest.mark.parametrize("cls", [NDCG, MAP])

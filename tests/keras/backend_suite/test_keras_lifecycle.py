@@ -173,15 +173,16 @@ def test_state_dict_resumes_an_interrupted_stream(cls, peer_cls, state_dtype):
     for yt, s, w in batches[:2]:
         first.update_state(yt, s, sample_weight=w)
     saved = first.state_dict()
-    assert sorted(saved) == sorted(first.kernel.fields)
-    assert all(v.dtype == np.float64 for v in saved.values())
-    kept = {f: v.copy() for f, v in saved.items()}
+    assert saved["metric"] == cls.__name__
+    assert sorted(saved["sums"]) == sorted(first.kernel.fields)
+    assert all(v.dtype == np.float64 for v in saved["sums"].values())
+    kept = {f: v.copy() for f, v in saved["sums"].items()}
     first.update_state(*batches[2][:2])  # saved is a snapshot
-    assert all(np.array_equal(saved[f], kept[f]) for f in kept)
+    assert all(np.array_equal(saved["sums"][f], kept[f]) for f in kept)
     resumed = cls.from_config(first.get_config())
     resumed.load_state_dict(saved)
-    for f, v in resumed.state_dict().items():  # float32 state: value + compensation hold it
-        np.testing.assert_allclose(v, saved[f], rtol=1e-12)
+    for f, v in resumed.state_dict()["sums"].items():  # float32 state: value + compensation hold it
+        np.testing.assert_allclose(v, saved["sums"][f], rtol=1e-12)
     yt, s, w = batches[2]
     resumed.update_state(yt, s, sample_weight=w)
     peer = peer_cls(k=4)
@@ -194,20 +195,21 @@ def test_load_state_dict_checks_before_assigning():
     metric = MAP(k=3, shuffle_ties=False, state_dtype="float32")
     metric.update_state(*batch(14)[:2])
     before = metric.state_dict()
-    good = dict(before)
+    good = before["sums"]
     bad_cases = [
-        ({k: v for k, v in good.items() if k != "weight_sum"}, r"expected the fields .*got \["),
-        ({**good, "extra": np.zeros(())}, r"expected the fields"),
-        ({**good, "weight_sum": np.zeros(2)}, r"state\['weight_sum'\] .* shape \(\), got shape \(2,\)"),
-        ({**good, "weight_sum": np.array(np.nan)}, r"state\['weight_sum'\] .* must be finite"),
-        ([1.0, 2.0], r"expected the fields .*got list"),
+        ({k: v for k, v in good.items() if k != "weight_sum"}, r"MAP.*fields"),
+        ({**good, "extra": np.zeros(())}, r"MAP.*fields"),
+        ({**good, "weight_sum": np.zeros(2)}, r"'weight_sum' must have shape \(\), got \(2,\)"),
+        ({**good, "weight_sum": np.array(np.nan)}, r"'weight_sum' must be finite"),
     ]
-    for state, pattern in bad_cases:
+    for sums, pattern in bad_cases:
         with pytest.raises(ValueError, match=pattern):
-            metric.load_state_dict(state)
-        after = metric.state_dict()
-        assert all(np.array_equal(after[f], before[f]) for f in before)
+            metric.load_state_dict({**before, "sums": sums})
+        after = metric.state_dict()["sums"]
+        assert all(np.array_equal(after[f], good[f]) for f in good)
+    with pytest.raises(TypeError, match=r"state must be a mapping"):
+        metric.load_state_dict([1.0, 2.0])
     # a value float32 cannot hold: kept as total - compensation
-    one = {**good, "weight_sum": np.array(1.0 + 2.0**-30)}
+    one = {**before, "sums": {**good, "weight_sum": np.array(1.0 + 2.0**-30)}}
     metric.load_state_dict(one)
-    assert metric.state_dict()["weight_sum"] == 1.0 + 2.0**-30
+    assert metric.state_dict()["sums"]["weight_sum"] == 1.0 + 2.0**-30

@@ -36,7 +36,7 @@ X64 = BACKEND != "jax" or __import__("jax").config.jax_enable_x64  # the default
 # conservative, about 1e-3 here, while the values still match PyKEEN to float32 precision.
 GMR_BOUND = 1e-6 if X64 else 2e-2
 # one list shape for every eager update: JAX compiles its eager ops once per shape
-B, N, F = 16, 9, 3
+B, N = 16, 9
 KS = (1, 3)
 # float32 results of float64 host sums (float32 + Kahan sums on JAX without x64)
 TOL = {"rel": 2e-5, "abs": 1e-6}
@@ -413,23 +413,31 @@ def test_binary_labels_under_jit_ask_for_indices(monkeypatch):
 # in a model
 
 
+ITEMS = 20  # the model test's catalogue: each candidate is an item id
+
+
 def tiny_model():
-    inp = keras.Input((N, F))
-    out = keras.layers.Reshape((N,))(keras.layers.Dense(1)(inp))
+    """Scores = a trainable ``Embedding`` lookup of each candidate's item id: a gather, so a
+    row's scores are the same float32 values whatever the batch size, thread count or BLAS
+    path. (A ``Dense`` over features was not: on some CPUs a row's outputs differed by up to
+    3e-8 between evaluate's and predict's batch sizes, which broke the ties below.)"""
+    inp = keras.Input((N,), dtype="int32")
+    out = keras.layers.Reshape((N,))(keras.layers.Embedding(ITEMS, 1, name="item_score")(inp))
     return keras.Model(inp, out)
 
 
 def model_data(seed, b):
     rng = np.random.default_rng(seed)
-    x = np.round(rng.normal(size=(b, N, F)), 1).astype("float32")
-    x[:, -2:] = x[:, :2]  # duplicated candidates: tied scores whatever the weights
+    x = rng.integers(0, ITEMS, (b, N)).astype("int32")
+    x[:, -2:] = x[:, :2]  # duplicated candidates: the same item, so exactly tied scores
     return x, rng.integers(0, N, b).astype("int32"), rng.choice([0.5, 1.0, 2.0], b).astype("float32")
 
 
 def test_compiled_model_reports_the_metrics_of_predict():
     """``compile(metrics=...)`` with jit on JAX and TensorFlow (XLA); the dict of
     ``RankBasedMetrics`` is flattened into the logs, ``val_``-prefixed for validation data.
-    One batch size throughout: fit's validation and evaluate share one compiled test step."""
+    One batch size throughout: fit's validation and evaluate share one compiled test step.
+    The exact ties are in the data the metrics receive: duplicated item ids, looked up."""
     keras.utils.set_random_seed(0)
     x, y, _ = model_data(0, 40)
     xv, yv, wv = model_data(1, 30)
@@ -444,6 +452,12 @@ def test_compiled_model_reports_the_metrics_of_predict():
     history = model.fit(x, y, batch_size=10, epochs=1, validation_data=(xv, yv, wv), verbose=0)
     logs = model.evaluate(xv, yv, sample_weight=wv, batch_size=10, verbose=0, return_dict=True)
     pred = np.asarray(model.predict(xv, batch_size=30, verbose=0), dtype=np.float64)
+    # the scores any step computes: the trained table's entries, looked up (no arithmetic);
+    # so the metrics in evaluate (batches of 10) saw these floats, with the ties exact
+    table = keras.ops.convert_to_numpy(model.get_layer("item_score").embeddings)[:, 0]
+    np.testing.assert_array_equal(pred, table[xv])
+    assert np.array_equal(pred[:, -2:], pred[:, :2]) and len(np.unique(table)) == ITEMS
+    assert any(o < p for o, p, _, _ in naive_tasks(pred, yv))  # some true candidates are tied
     want = reference(naive_tasks(pred, yv), "realistic")
     assert_close(logs, want)
     pess = reference(naive_tasks(pred, yv), "pessimistic")

@@ -222,13 +222,33 @@ def identity_model(weighted=(), ranking_metrics=()) -> keras.Model:
     return model
 
 
+@keras.saving.register_keras_serializable(package="rankstream_tests")
+class NearTies(keras.metrics.Metric):
+    """How many pairs of items of one list the model scored less than ``cases.MIN_GAP`` apart
+    (summed over the batches and replicas): 0 means the order of every list the metrics saw
+    is the same on every computation path (see ``cases.MIN_GAP``)."""
+
+    def __init__(self, name="near_ties", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pairs = self.add_variable(shape=(), initializer="zeros", name="pairs", aggregation="sum")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        s = K.cast(y_pred, "float32")
+        close = K.cast(K.abs(s[:, :, None] - s[:, None, :]) < cases.MIN_GAP, "float32")
+        off_diagonal = 1.0 - K.eye(cases.LIST_SIZE, dtype="float32")
+        self.pairs.assign_add(K.sum(close * off_diagonal) / 2.0)
+
+    def result(self):
+        return K.add(self.pairs, 0.0)  # a value, not the variable (TF: history read it later)
+
+
 def dense_ranker() -> keras.Model:
     with scope():
         inp = keras.Input((cases.LIST_SIZE, cases.FEATURES))
         h = keras.layers.Dense(4, activation="tanh")(inp)
         out = keras.layers.Reshape((cases.LIST_SIZE,))(keras.layers.Dense(1)(h))
         model = keras.Model(inp, out)
-        model.compile(keras.optimizers.SGD(0.05), "mse", metrics=make_metrics())
+        model.compile(keras.optimizers.SGD(0.05), "mse", metrics=[*make_metrics(), NearTies()])
     return model
 
 
