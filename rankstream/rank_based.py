@@ -22,6 +22,10 @@ only on the candidate counts and weights:
 * z-scores (``Z*``): ``(M - E[M]) / sqrt(Var[M])``, negated for decreasing base metrics;
 * expectation-normalised :class:`AdjustedArithmeticMeanRank`: ``M / E[M]``.
 
+The base metrics' values, directions, keys and moments, and the affine coefficients of the
+chance-adjusted ones, come from the rank-family registry
+(:mod:`rankstream.core.metrics.rank_family`), which the streamed kernel reads too.
+
 A resolver turns names into metric objects: :func:`resolve` (alias :func:`get_metric`) knows
 class names, PyKEEN's synonyms and keys, and ``name@k`` forms (``"hits@10"``, ``"h@3"``,
 ``"hits_at_5"``); :func:`register` adds names or ``@k`` prefixes (``register("map@", f)`` makes
@@ -39,13 +43,21 @@ import math
 import numbers
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from rankstream.core import stats
+from rankstream.core.metrics import rank_family as _family
+from rankstream.core.metrics.rank_family import (
+    RANK_OPTIMISTIC,
+    RANK_PESSIMISTIC,
+    RANK_REALISTIC,
+    RANK_TYPES,
+    RankFamily,
+)
 
 __all__ = [
     "GMR",
@@ -81,14 +93,6 @@ __all__ = [
     "register",
     "resolve",
 ]
-
-RANK_OPTIMISTIC = "optimistic"
-RANK_REALISTIC = "realistic"
-RANK_PESSIMISTIC = "pessimistic"
-RANK_TYPES: tuple[str, ...] = (RANK_OPTIMISTIC, RANK_REALISTIC, RANK_PESSIMISTIC)
-
-# divisor floor of the affine coefficients (as in PyKEEN)
-_EPSILON = 1.0e-12
 
 
 @dataclass
@@ -142,13 +146,14 @@ class AffineTransformationParameters(NamedTuple):
     offset: float = 0.0
 
 
+def _coefficients(pair: tuple[Any, Any]) -> AffineTransformationParameters:
+    """Python floats of ``(scale, offset)`` from :mod:`rankstream.core.metrics.rank_family`'s
+    affine coefficients (computed with numpy on Python floats: the same IEEE operations)."""
+    return AffineTransformationParameters(scale=float(pair[0]), offset=float(pair[1]))
+
+
 def _camel_to_snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-def _safe_divide(x: float, y: float) -> float:
-    """``x / y`` with ``|y|`` floored at 1e-12 (keeping its sign)."""
-    return x / math.copysign(max(abs(y), _EPSILON), y)
 
 
 def _check_k(k: Any) -> int:
@@ -183,6 +188,13 @@ def _weighted_mean(values: np.ndarray, weights: np.ndarray | None) -> np.ndarray
     return (values * weights).sum(axis=-1) / weights.sum()
 
 
+def _evaluate_family(
+    family: RankFamily, ranks: np.ndarray, weights: np.ndarray | None, k: int | None = None
+) -> np.ndarray:
+    """``finish(sum_i w_i f(r_i) / W)`` over the last axis, ``f``/``finish`` the family's."""
+    return family.finish(_weighted_mean(family.value(ranks, np, k), weights), np)
+
+
 class RankBasedMetric(ABC):
     """A metric computed from the ranks of the true items of independent ranking tasks."""
 
@@ -211,11 +223,17 @@ class RankBasedMetric(ABC):
     #: data-dependent bounds shown by :meth:`get_range` instead of the numeric ones
     tight_lower: ClassVar[str | None] = None
     tight_upper: ClassVar[str | None] = None
+    #: the rank family a base metric evaluates (:mod:`rankstream.core.metrics.rank_family`)
+    family: ClassVar[RankFamily | None] = None
 
     # -- metadata ---------------------------------------------------------------------------
     @property
     def key(self) -> str:
-        """Key for result dictionaries: the class name in snake case (as in PyKEEN)."""
+        """Key for result dictionaries (as in PyKEEN): the family's key for the base metrics
+        (``hits_at_<k>``, ``inverse_harmonic_mean_rank``, ...), else the class name in snake
+        case."""
+        if self.family is not None:
+            return self.family.key(getattr(self, "k", None))
         return _camel_to_snake(type(self).__name__)
 
     @classmethod
@@ -264,44 +282,36 @@ class RankBasedMetric(ABC):
 
     # -- moments ----------------------------------------------------------------------------
     def expected_value(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
+        self, num_candidates: Any, num_samples: int | None = None, weights: Any = None, **kwargs: Any
     ) -> float:
         """Expected value under random ranking (closed form if available, else sampled)."""
-        if num_samples is None:
-            raise NoClosedFormError(f"{type(self).__name__} has no closed-form expectation; pass num_samples")
-        return self.numeric_expected_value(
-            num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs
-        )
+        return self._moment("expectation", num_candidates, num_samples, weights, kwargs)
 
     def variance(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
+        self, num_candidates: Any, num_samples: int | None = None, weights: Any = None, **kwargs: Any
     ) -> float:
         """Variance under random ranking (closed form if available, else sampled)."""
-        if num_samples is None:
-            raise NoClosedFormError(f"{type(self).__name__} has no closed-form variance; pass num_samples")
-        return self.numeric_variance(
-            num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs
-        )
+        return self._moment("variance", num_candidates, num_samples, weights, kwargs)
 
     def std(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
+        self, num_candidates: Any, num_samples: int | None = None, weights: Any = None, **kwargs: Any
     ) -> float:
         """Standard deviation under random ranking, ``sqrt(variance(...))``."""
         return math.sqrt(
             self.variance(num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs)
         )
+
+    def _moment(
+        self, moment: str, num_candidates: Any, num_samples: int | None, weights: Any, kwargs: dict[str, Any]
+    ) -> float:
+        """The ``moment`` (``"expectation"`` or ``"variance"``) behind :meth:`expected_value` and
+        :meth:`variance`; subclasses with closed forms override it.  Here: sampled
+        (:meth:`numeric_expected_value` / :meth:`numeric_variance`, ``kwargs`` passed on), or
+        :class:`NoClosedFormError` without ``num_samples``."""
+        if num_samples is None:
+            raise NoClosedFormError(f"{type(self).__name__} has no closed-form {moment}; pass num_samples")
+        numeric = self.numeric_expected_value if moment == "expectation" else self.numeric_variance
+        return numeric(num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs)
 
     # -- sampling ---------------------------------------------------------------------------
     def get_sampled_values(
@@ -317,6 +327,13 @@ class RankBasedMetric(ABC):
         ``memory_intense=True`` draws all samples at once (``num_samples * num_tasks`` ranks in
         memory); ``False`` draws and evaluates one rank vector at a time.
         """
+        return self._sampled_values(num_candidates, num_samples, weights, generator, memory_intense)
+
+    def _sampled_values(
+        self, num_candidates: Any, num_samples: int, weights: Any, generator: Any, memory_intense: bool
+    ) -> np.ndarray:
+        """Behind :meth:`get_sampled_values`: the metric on drawn ranks (a derived metric
+        adjusts its base metric's sampled values instead)."""
         if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) or num_samples < 1:
             raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
         n = stats.check_num_candidates(num_candidates)
@@ -377,7 +394,31 @@ class RankBasedMetric(ABC):
 # base metrics
 
 
-class HitsAtK(RankBasedMetric):
+class _FamilyMetric(RankBasedMetric):
+    """A base metric of the rank family: value, direction, key and closed-form moments all
+    read from its :class:`~rankstream.core.metrics.rank_family.RankFamily`."""
+
+    family: ClassVar[RankFamily]
+    supports_weights = True
+    closed_expectation = True
+    closed_variance = True
+
+    def _k(self) -> int | None:
+        return getattr(self, "k", None) if self.family.takes_k else None
+
+    def _evaluate(
+        self, ranks: np.ndarray, num_candidates: np.ndarray | None, weights: np.ndarray | None
+    ) -> np.ndarray:
+        return _evaluate_family(self.family, ranks, weights, self._k())
+
+    def _moment(
+        self, moment: str, num_candidates: Any, num_samples: int | None, weights: Any, kwargs: dict[str, Any]
+    ) -> float:
+        closed_form = self.family.expectation if moment == "expectation" else self.family.variance
+        return closed_form(num_candidates, weights, k=self._k())
+
+
+class HitsAtK(_FamilyMetric):
     r"""Hits@k: the (weighted) fraction of tasks whose true item is ranked at most ``k``.
 
     ``E = sum_i w_i p_i / W`` and ``Var = sum_i w_i^2 p_i (1 - p_i) / W^2`` with
@@ -388,10 +429,8 @@ class HitsAtK(RankBasedMetric):
     description = "Fraction of ranking tasks whose true item is ranked within the top k."
     value_range = ValueRange(lower=0, lower_inclusive=True, upper=1, upper_inclusive=True)
     synonyms: ClassVar[Collection[str]] = ("h@k", "hits@k", "h@", "hits@", "hits_at_", "h_at_")
-    increasing = True
-    supports_weights = True
-    closed_expectation = True
-    closed_variance = True
+    family = _family.HITS
+    increasing = _family.HITS.increasing
 
     def __init__(self, k: int = 10) -> None:
         self.k = _check_k(k)
@@ -399,36 +438,13 @@ class HitsAtK(RankBasedMetric):
     @property
     def key(self) -> str:
         """``hits_at_<k>``."""
-        return super().key[:-1] + str(self.k)
+        return self.family.key(self.k)
 
     def iter_extra_repr(self) -> Iterable[str]:
         yield f"k={self.k}"
 
-    def _evaluate(
-        self, ranks: np.ndarray, num_candidates: np.ndarray | None, weights: np.ndarray | None
-    ) -> np.ndarray:
-        return _weighted_mean((ranks <= self.k).astype(np.float64), weights)
 
-    def expected_value(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
-        return stats.hits_expectation(num_candidates, k=self.k, weights=weights)
-
-    def variance(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
-        return stats.hits_variance(num_candidates, k=self.k, weights=weights)
-
-
-class InverseHarmonicMeanRank(RankBasedMetric):
+class InverseHarmonicMeanRank(_FamilyMetric):
     r"""Mean reciprocal rank: ``sum_i w_i / r_i / W`` (the inverse harmonic mean rank).
 
     ``E[1/r] = H_N / N`` and ``Var[1/r] = H2_N / N - (H_N / N)^2`` per task.
@@ -438,36 +454,11 @@ class InverseHarmonicMeanRank(RankBasedMetric):
     description = "Mean of the reciprocal ranks, i.e. the inverse of the harmonic mean rank."
     value_range = ValueRange(lower=0, lower_inclusive=False, upper=1, upper_inclusive=True)
     synonyms: ClassVar[Collection[str]] = ("mean_reciprocal_rank", "mrr")
-    increasing = True
-    supports_weights = True
-    closed_expectation = True
-    closed_variance = True
-
-    def _evaluate(
-        self, ranks: np.ndarray, num_candidates: np.ndarray | None, weights: np.ndarray | None
-    ) -> np.ndarray:
-        return _weighted_mean(1.0 / ranks, weights)
-
-    def expected_value(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
-        return stats.mrr_expectation(num_candidates, weights=weights)
-
-    def variance(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
-        return stats.mrr_variance(num_candidates, weights=weights)
+    family = _family.MRR
+    increasing = _family.MRR.increasing
 
 
-class GeometricMeanRank(RankBasedMetric):
+class GeometricMeanRank(_FamilyMetric):
     r"""Geometric mean rank ``exp(sum_i w_i ln r_i / W)``.
 
     With ``a_i = w_i / W``: ``E = exp(sum_i [ln S_{a_i}(N_i) - ln N_i])`` (a product of
@@ -480,36 +471,11 @@ class GeometricMeanRank(RankBasedMetric):
     description = "Geometric mean of the ranks."
     value_range = ValueRange(lower=1, lower_inclusive=True, upper=math.inf)
     synonyms: ClassVar[Collection[str]] = ("gmr",)
-    increasing = False
-    supports_weights = True
-    closed_expectation = True
-    closed_variance = True
-
-    def _evaluate(
-        self, ranks: np.ndarray, num_candidates: np.ndarray | None, weights: np.ndarray | None
-    ) -> np.ndarray:
-        return np.exp(_weighted_mean(np.log(ranks), weights))
-
-    def expected_value(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
-        return stats.gmr_expectation(num_candidates, weights=weights)
-
-    def variance(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
-        return stats.gmr_variance(num_candidates, weights=weights)
+    family = _family.GMR
+    increasing = _family.GMR.increasing
 
 
-class ArithmeticMeanRank(RankBasedMetric):
+class ArithmeticMeanRank(_FamilyMetric):
     r"""(Arithmetic) mean rank ``sum_i w_i r_i / W``.
 
     ``E[r] = (N + 1) / 2`` and ``Var[r] = (N^2 - 1) / 12`` per task.
@@ -519,33 +485,8 @@ class ArithmeticMeanRank(RankBasedMetric):
     description = "Arithmetic mean of the ranks."
     value_range = ValueRange(lower=1, lower_inclusive=True, upper=math.inf)
     synonyms: ClassVar[Collection[str]] = ("mean_rank", "mr")
-    increasing = False
-    supports_weights = True
-    closed_expectation = True
-    closed_variance = True
-
-    def _evaluate(
-        self, ranks: np.ndarray, num_candidates: np.ndarray | None, weights: np.ndarray | None
-    ) -> np.ndarray:
-        return _weighted_mean(ranks, weights)
-
-    def expected_value(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
-        return stats.mean_rank_expectation(num_candidates, weights=weights)
-
-    def variance(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
-        return stats.mean_rank_variance(num_candidates, weights=weights)
+    family = _family.MR
+    increasing = _family.MR.increasing
 
 
 # ==========================================================================================
@@ -563,6 +504,17 @@ class DerivedRankBasedMetric(RankBasedMetric):
     base_cls: ClassVar[type[RankBasedMetric]]
     needs_candidates = True
     supported_rank_types: ClassVar[Collection[str]] = (RANK_REALISTIC,)
+    #: moments that are constants by construction (``"expectation"`` / ``"variance"`` -> value);
+    #: the others follow from the base metric's
+    _constant_moments: ClassVar[Mapping[str, float]] = {}
+
+    def __init_subclass__(cls, base: type[RankBasedMetric] | None = None, **kwargs: Any) -> None:
+        """``class X(ZMetric, base=HitsAtK)`` sets ``base_cls`` and takes the base's
+        ``supports_weights`` (as PyKEEN's classes declare them)."""
+        super().__init_subclass__(**kwargs)
+        if base is not None:
+            cls.base_cls = base
+            cls.supports_weights = base.supports_weights
 
     def __init__(self, base_cls: type[RankBasedMetric] | str | None = None, **kwargs: Any) -> None:
         if base_cls is None:
@@ -597,13 +549,8 @@ class DerivedRankBasedMetric(RankBasedMetric):
     ) -> np.ndarray:
         return self.adjust(self.base._evaluate(ranks, num_candidates, weights), num_candidates, weights)
 
-    def get_sampled_values(
-        self,
-        num_candidates: Any,
-        num_samples: int,
-        weights: Any = None,
-        generator: np.random.Generator | int | None = None,
-        memory_intense: bool = True,
+    def _sampled_values(
+        self, num_candidates: Any, num_samples: int, weights: Any, generator: Any, memory_intense: bool
     ) -> np.ndarray:
         values = self.base.get_sampled_values(
             num_candidates=num_candidates,
@@ -614,52 +561,32 @@ class DerivedRankBasedMetric(RankBasedMetric):
         )
         return self.adjust(values, num_candidates, weights)
 
-    def expected_value(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
+    def _moment(
+        self, moment: str, num_candidates: Any, num_samples: int | None, weights: Any, kwargs: dict[str, Any]
     ) -> float:
-        base = self.base.expected_value(
-            num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs
-        )
-        return float(self.adjust(base, num_candidates, weights))
-
-    def variance(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
+        if moment in self._constant_moments:
+            _validate_moment_inputs(num_candidates, weights)
+            return self._constant_moments[moment]
+        base_kwargs = dict(num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs)
+        if moment == "expectation":
+            return float(self.adjust(self.base.expected_value(**base_kwargs), num_candidates, weights))
         scale = self.get_coefficients(num_candidates=num_candidates, weights=weights).scale
-        base = self.base.variance(
-            num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs
-        )
-        return scale * scale * base
+        return scale * scale * self.base.variance(**base_kwargs)
 
 
 class ReindexedMetric(DerivedRankBasedMetric):
     r"""``(M - E[M]) / (1 - E[M])``: 0 in expectation, 1 at the optimum, larger is better."""
 
     increasing = True
+    #: at most 1 (the optimum); the lower bound depends on the data
+    value_range = ValueRange(lower=None, lower_inclusive=False, upper=1, upper_inclusive=True)
+    tight_lower: ClassVar[str | None] = r"\frac{-E[f]}{1-E[f]}"
     closed_expectation = True
+    _constant_moments: ClassVar[Mapping[str, float]] = {"expectation": 0.0}
 
     def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
         mean = self.base.expected_value(num_candidates=num_candidates, weights=weights)
-        scale = _safe_divide(1.0, 1.0 - mean)
-        return AffineTransformationParameters(scale=scale, offset=-scale * mean)
-
-    def expected_value(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
-        _validate_moment_inputs(num_candidates, weights)
-        return 0.0
+        return _coefficients(_family.reindexed_coefficients(mean))
 
 
 class ZMetric(DerivedRankBasedMetric):
@@ -669,59 +596,29 @@ class ZMetric(DerivedRankBasedMetric):
     value_range = ValueRange(lower=None, upper=None)
     closed_expectation = True
     closed_variance = True
+    _constant_moments: ClassVar[Mapping[str, float]] = {"expectation": 0.0, "variance": 1.0}
 
     def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
         mean = self.base.expected_value(num_candidates=num_candidates, weights=weights)
-        scale = _safe_divide(1.0, self.base.std(num_candidates=num_candidates, weights=weights))
-        if not self.base.increasing:
-            scale = -scale
-        return AffineTransformationParameters(scale=scale, offset=-scale * mean)
-
-    def expected_value(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
-        _validate_moment_inputs(num_candidates, weights)
-        return 0.0
-
-    def variance(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
-        _validate_moment_inputs(num_candidates, weights)
-        return 1.0
+        std = self.base.std(num_candidates=num_candidates, weights=weights)
+        return _coefficients(_family.z_coefficients(mean, std, self.base.increasing))
 
 
 class ExpectationNormalizedMetric(DerivedRankBasedMetric):
     r"""``M / E[M]``: 1 in expectation."""
 
     closed_expectation = True
+    _constant_moments: ClassVar[Mapping[str, float]] = {"expectation": 1.0}
 
     def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
         mean = self.base.expected_value(num_candidates=num_candidates, weights=weights)
-        return AffineTransformationParameters(scale=_safe_divide(1.0, mean))
-
-    def expected_value(
-        self,
-        num_candidates: Any,
-        num_samples: int | None = None,
-        weights: Any = None,
-        **kwargs: Any,
-    ) -> float:
-        _validate_moment_inputs(num_candidates, weights)
-        return 1.0
+        return _coefficients(_family.normalized_coefficients(mean))
 
 
-_TIGHT_REINDEXED_LOWER = r"\frac{-E[f]}{1-E[f]}"
+# each family's derived metrics, in the registry's order
 
 
-class AdjustedHitsAtK(ReindexedMetric):
+class AdjustedHitsAtK(ReindexedMetric, base=HitsAtK):
     """Re-indexed Hits@k, ``(H - E[H]) / (1 - E[H])``.
 
     As in PyKEEN, ``key`` is ``"adjusted_hits_at_k"`` whatever ``k`` is.
@@ -739,16 +636,23 @@ class AdjustedHitsAtK(ReindexedMetric):
         "ah_at_",
         "adjusted_hits_at_",
     )
-    value_range = ValueRange(lower=None, lower_inclusive=False, upper=1, upper_inclusive=True)
-    tight_lower = _TIGHT_REINDEXED_LOWER
-    base_cls = HitsAtK
-    supports_weights = HitsAtK.supports_weights
 
     def __init__(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
         super().__init__(base_cls=base_cls, k=k)
 
 
-class AdjustedInverseHarmonicMeanRank(ReindexedMetric):
+class ZHitsAtK(ZMetric, base=HitsAtK):
+    """z-scored Hits@k (``key`` is ``"z_hits_at_k"`` whatever ``k`` is, as in PyKEEN)."""
+
+    name = "z-Hits at K"
+    description = "Hits@k standardised by its mean and standard deviation under random ranking."
+    synonyms: ClassVar[Collection[str]] = ("z_hits_at_", "zahk")
+
+    def __init__(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
+        super().__init__(base_cls=base_cls, k=k)
+
+
+class AdjustedInverseHarmonicMeanRank(ReindexedMetric, base=InverseHarmonicMeanRank):
     """Re-indexed MRR, ``(MRR - E[MRR]) / (1 - E[MRR])``."""
 
     name = "Adjusted Inverse Harmonic Mean Rank"
@@ -759,36 +663,43 @@ class AdjustedInverseHarmonicMeanRank(ReindexedMetric):
         "adjusted_mrr",
         "adjusted_mean_reciprocal_rank",
     )
-    value_range = ValueRange(lower=None, lower_inclusive=False, upper=1, upper_inclusive=True)
-    tight_lower = _TIGHT_REINDEXED_LOWER
-    base_cls = InverseHarmonicMeanRank
-    supports_weights = InverseHarmonicMeanRank.supports_weights
 
 
-class AdjustedGeometricMeanRankIndex(ReindexedMetric):
+class ZInverseHarmonicMeanRank(ZMetric, base=InverseHarmonicMeanRank):
+    """z-scored MRR."""
+
+    name = "z-Mean Reciprocal Rank (zMRR)"
+    description = "MRR standardised by its mean and standard deviation under random ranking."
+    synonyms: ClassVar[Collection[str]] = ("zmrr", "zihmr")
+
+
+class AdjustedGeometricMeanRankIndex(ReindexedMetric, base=GeometricMeanRank):
     """Re-indexed GMR, ``(GMR - E[GMR]) / (1 - E[GMR])`` (1 is the best GMR)."""
 
     name = "Adjusted Geometric Mean Rank Index (AGMRI)"
     description = "Geometric mean rank re-indexed so that random ranking scores 0 and perfect ranking 1."
     synonyms: ClassVar[Collection[str]] = ("gmri", "agmri")
-    value_range = ValueRange(lower=None, lower_inclusive=False, upper=1, upper_inclusive=True)
-    tight_lower = _TIGHT_REINDEXED_LOWER
-    base_cls = GeometricMeanRank
-    supports_weights = GeometricMeanRank.supports_weights
 
 
-class AdjustedArithmeticMeanRankIndex(ReindexedMetric):
+class ZGeometricMeanRank(ZMetric, base=GeometricMeanRank):
+    """z-scored GMR (sign flipped: larger is better)."""
+
+    name = "z-Geometric Mean Rank (zGMR)"
+    description = "Geometric mean rank standardised under random ranking, larger is better."
+    synonyms: ClassVar[Collection[str]] = ("zgmr",)
+
+
+class AdjustedArithmeticMeanRankIndex(ReindexedMetric, base=ArithmeticMeanRank):
     """Re-indexed mean rank, ``(MR - E[MR]) / (1 - E[MR])``, in ``[-1, 1]``."""
 
     name = "Adjusted Arithmetic Mean Rank Index (AAMRI)"
     description = "Mean rank re-indexed so that random ranking scores 0 and perfect ranking 1."
     synonyms: ClassVar[Collection[str]] = ("adjusted_mean_rank_index", "amri", "aamri")
     value_range = ValueRange(lower=-1, lower_inclusive=True, upper=1, upper_inclusive=True)
-    base_cls = ArithmeticMeanRank
-    supports_weights = ArithmeticMeanRank.supports_weights
+    tight_lower = None
 
 
-class AdjustedArithmeticMeanRank(ExpectationNormalizedMetric):
+class AdjustedArithmeticMeanRank(ExpectationNormalizedMetric, base=ArithmeticMeanRank):
     """Mean rank divided by its expectation, in ``[0, 2)``, smaller is better."""
 
     name = "Adjusted Arithmetic Mean Rank (AAMR)"
@@ -796,51 +707,14 @@ class AdjustedArithmeticMeanRank(ExpectationNormalizedMetric):
     synonyms: ClassVar[Collection[str]] = ("adjusted_mean_rank", "amr", "aamr")
     value_range = ValueRange(lower=0, lower_inclusive=True, upper=2, upper_inclusive=False)
     increasing = False
-    base_cls = ArithmeticMeanRank
-    supports_weights = ArithmeticMeanRank.supports_weights
 
 
-class ZHitsAtK(ZMetric):
-    """z-scored Hits@k (``key`` is ``"z_hits_at_k"`` whatever ``k`` is, as in PyKEEN)."""
-
-    name = "z-Hits at K"
-    description = "Hits@k standardised by its mean and standard deviation under random ranking."
-    synonyms: ClassVar[Collection[str]] = ("z_hits_at_", "zahk")
-    base_cls = HitsAtK
-    supports_weights = HitsAtK.supports_weights
-
-    def __init__(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
-        super().__init__(base_cls=base_cls, k=k)
-
-
-class ZInverseHarmonicMeanRank(ZMetric):
-    """z-scored MRR."""
-
-    name = "z-Mean Reciprocal Rank (zMRR)"
-    description = "MRR standardised by its mean and standard deviation under random ranking."
-    synonyms: ClassVar[Collection[str]] = ("zmrr", "zihmr")
-    base_cls = InverseHarmonicMeanRank
-    supports_weights = InverseHarmonicMeanRank.supports_weights
-
-
-class ZGeometricMeanRank(ZMetric):
-    """z-scored GMR (sign flipped: larger is better)."""
-
-    name = "z-Geometric Mean Rank (zGMR)"
-    description = "Geometric mean rank standardised under random ranking, larger is better."
-    synonyms: ClassVar[Collection[str]] = ("zgmr",)
-    base_cls = GeometricMeanRank
-    supports_weights = GeometricMeanRank.supports_weights
-
-
-class ZArithmeticMeanRank(ZMetric):
+class ZArithmeticMeanRank(ZMetric, base=ArithmeticMeanRank):
     """z-scored mean rank (sign flipped: larger is better)."""
 
     name = "z-Mean Rank (zMR)"
     description = "Mean rank standardised under random ranking, larger is better."
     synonyms: ClassVar[Collection[str]] = ("zamr", "zmr")
-    base_cls = ArithmeticMeanRank
-    supports_weights = ArithmeticMeanRank.supports_weights
 
 
 #: aliases

@@ -24,7 +24,7 @@ from ignite.exceptions import NotComputableError
 import rankstream
 import rankstream.rank_based
 from rankstream import MAPKernel, NDCGKernel, State, map_at_k, ndcg_at_k
-from rankstream.core import ranking
+from rankstream.core.backends import read_back
 from rankstream.core.metrics.rank_based import RankKernel
 from rankstream.ignite import (
     GMR,
@@ -175,8 +175,6 @@ def test_no_read_path_counts_a_bad_list_and_keeps_the_sums_finite(name, seed, ba
     left out of the sums and counted in ``invalid``; compute() then says how many."""
     if name == "RankKernel" and bad in ("inf_label", "nan_label"):
         return  # binary labels need eager reads (a data-dependent task count): they raise
-    from rankstream.core.metrics import rank_based
-
     rng = np.random.default_rng(seed)
     good = _good(rng, 4, 6)
     if name == "RankKernel":  # the no-read rank path takes the index of the true item
@@ -188,9 +186,7 @@ def test_no_read_path_counts_a_bad_list_and_keeps_the_sums_finite(name, seed, ba
     else:
         BAD[bad][0](spoiled)
     rest = {k: v[1:] for k, v in good.items()}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ranking, "FORCE_NO_READ", True)
-        mp.setattr(rank_based, "FORCE_NO_READ", True)
+    with read_back(False):
         st_bad = _update(State(KERNELS[name]()), spoiled)
         st_rest = _update(State(KERNELS[name]()), rest)
     assert st_bad.sums["invalid"] == 1

@@ -2,7 +2,7 @@
 
 On a GPU, reading a value back in ``update`` would be a device sync, so rankstream ranks with
 one exact stable top-k over packed int64 keys and counts bad lists into the state instead of
-raising. ``ranking.FORCE_NO_READ`` runs that path here.
+raising. ``rankstream.core.backends.read_back(False)`` runs that path here.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rankstream import MAPKernel, NDCGKernel, State
-from rankstream.core import ranking
-from rankstream.core.ops import torch_ops
+from rankstream.core.backends import read_back, torch_ops
 from rankstream.ignite import MAP, NDCG
 
 import reference as ref
 
 
 @pytest.fixture
-def no_read(monkeypatch):
-    monkeypatch.setattr(ranking, "FORCE_NO_READ", True)
+def no_read():
+    with read_back(False):
+        yield
 
 
 def reference_order(scores, valid):
@@ -51,7 +51,7 @@ def test_packed_topk_is_the_stable_order_with_masked_items_last(b, n, seed, mask
     scores = torch.tensor(rng.choice(SPECIAL, size=(b, n)), dtype=torch.float32).to(dtype)
     valid = torch.from_numpy(rng.random((b, n)) < 0.7) if masked else None
     k = int(rng.integers(1, n + 1))
-    idx, nan_rows = torch_ops().topk_first_packed(scores, k, valid)
+    idx, nan_rows = torch_ops().topk_first(scores, k, valid)
     expected = reference_order(scores.float().numpy(), None if valid is None else valid.numpy())
     # Masked items come last in an unspecified order; compare the valid prefix exactly.
     for row in range(b):
@@ -65,7 +65,7 @@ def test_packed_topk_is_the_stable_order_with_masked_items_last(b, n, seed, mask
 def test_packed_topk_flags_nan_rows_only_when_the_nan_is_valid():
     s = torch.tensor([[0.3, float("nan"), 0.1], [0.3, float("nan"), 0.1], [0.3, 0.2, 0.1]])
     valid = torch.tensor([[True, True, True], [True, False, True], [True, True, True]])
-    _, nan_rows = torch_ops().topk_first_packed(s, 2, valid)
+    _, nan_rows = torch_ops().topk_first(s, 2, valid)
     assert nan_rows.tolist() == [True, False, False]
 
 
@@ -88,11 +88,8 @@ def test_no_read_path_gives_the_read_back_result(make, d):
     s, y, m, w, ks = d
     args = [torch.from_numpy(a) for a in (s, y, m, w)]
     normal = State(make(ks)).update(*args).sums
-    ranking.FORCE_NO_READ = True
-    try:
+    with read_back(False):
         forced = State(make(ks)).update(*args).sums
-    finally:
-        ranking.FORCE_NO_READ = False
     for name in normal:
         np.testing.assert_allclose(forced[name], normal[name], rtol=0, atol=1e-12)
 

@@ -8,6 +8,7 @@ and z forms), or exhaustive enumeration of all rank tuples for tiny cases.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import math
 import warnings
@@ -22,7 +23,7 @@ from ignite.exceptions import NotComputableError
 from pykeen.evaluation.ranks import Ranks
 from pykeen.metrics import ranking as pk
 
-from rankstream.core import stats
+from rankstream.core import backends, stats
 from rankstream.core.metrics.rank_based import RankKernel, per_task_ranks
 from rankstream.core.state import State
 from rankstream.ignite import (
@@ -416,7 +417,7 @@ def test_low_precision_and_integer_scores(dtype):
 
 def test_generic_torch_path_equals_the_cpu_fast_path(monkeypatch):
     """The path accelerators take (bool comparisons and reductions, no scratch buffers)."""
-    import rankstream.core.metrics.rank_based as rb
+    import rankstream.core.backends.torch as torch_backend
 
     rng = np.random.default_rng(15)
     for labels in (False, True):
@@ -424,7 +425,7 @@ def test_generic_torch_path_equals_the_cpu_fast_path(monkeypatch):
         args = [torch.as_tensor(a) for a in (scores, y, mask, w)]
         fast = streamed(*args).sums
         with monkeypatch.context() as mp:
-            mp.setattr(rb, "_is_torch_cpu", lambda ops, x: False)
+            mp.setattr(torch_backend, "_cpu", lambda x: False)
             slow = streamed(*args).sums
         for key in fast:
             np.testing.assert_array_equal(fast[key], slow[key])
@@ -433,13 +434,12 @@ def test_generic_torch_path_equals_the_cpu_fast_path(monkeypatch):
 def test_no_read_back_path_counts_bad_rows_and_compute_raises(monkeypatch):
     """Where update cannot read values back (accelerators, jit) it never raises: rows with bad
     data are left out and counted, and compute() raises."""
-    import rankstream.core.metrics.rank_based as rb
 
     rng = np.random.default_rng(16)
     scores, y, mask, w = tie_data(rng, 12, 9, weights=True)
     good = [torch.as_tensor(a) for a in (scores, y, mask, w)]
     want = streamed(*good).sums
-    monkeypatch.setattr(rb, "FORCE_NO_READ", True)
+    _no_read_back(monkeypatch)
     got = streamed(*good).sums
     for key in want:
         np.testing.assert_array_equal(got[key], want[key])
@@ -638,3 +638,8 @@ def test_numpy_inputs_and_scalar_weight():
     a = streamed(scores, y, mask, 2.0).compute()
     want = pykeen_reference(naive_tasks(scores, y, mask), "realistic", (1, 3, 10))
     assert_dicts_close(a, want)
+
+
+def _no_read_back(monkeypatch):
+    """Every update takes the accelerator / jit path (nothing read back), also on the CPU."""
+    monkeypatch.setattr(backends, "_READ_BACK", contextvars.ContextVar("read_back", default=False))

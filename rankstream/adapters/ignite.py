@@ -18,12 +18,12 @@ import torch
 from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
 
+from rankstream.core.backends import torch_ops
 from rankstream.core.inputs import unpack_output
 from rankstream.core.metrics.map import MAPKernel
 from rankstream.core.metrics.ndcg import NDCGKernel
 from rankstream.core.metrics.rank_based import RankKernel
-from rankstream.core.ops import NUMPY, torch_ops
-from rankstream.core.state import Kernel, flat_size, join_flat, pack_state, split_flat, unpack_state
+from rankstream.core.state import Kernel, flat_size, join_flat, pack_state, result, split_flat, unpack_state
 from rankstream.core.state import NotComputableError as CoreNotComputable
 
 __all__ = [
@@ -41,6 +41,11 @@ __all__ = [
 
 
 _CPU = torch.device("cpu")
+
+
+def _state_dtype(device: str | torch.device) -> str:
+    """The dtype the state is kept in on ``device`` (float32 on MPS, which lacks float64)."""
+    return "float32" if torch.device(device).type == "mps" else "float64"
 
 
 def _identity(x: Any) -> Any:
@@ -111,6 +116,7 @@ class KernelMetric(Metric):
     ) -> None:
         self._kernel = kernel
         self._fields = dict(kernel.fields)
+        self._runtime = kernel.runtime()
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
 
     @property
@@ -118,7 +124,7 @@ class KernelMetric(Metric):
         return self._kernel
 
     def _dtype(self) -> torch.dtype:
-        return torch.float32 if torch.device(self._device).type == "mps" else torch.float64
+        return getattr(torch, _state_dtype(self._device))
 
     @reinit__is_reduced
     def reset(self) -> None:
@@ -126,9 +132,9 @@ class KernelMetric(Metric):
 
     def _batch_flat(self, output: Any) -> torch.Tensor:
         y_pred, y, mask, weight = (_to_tensor(v) for v in unpack_output(output))
-        ops = torch_ops()
-        sums = self._kernel.batch_sums(ops, y_pred, y, mask, weight)
-        return join_flat(ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
+        ctx = self._runtime.context(y_pred, torch_ops())
+        sums = self._kernel.batch_sums(ctx, y_pred, y, mask, weight)
+        return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
 
     def iteration_completed(self, engine: Any) -> None:
         """Read the engine's output: a mapping keeps its ``mask`` and ``sample_weight``
@@ -207,10 +213,9 @@ class KernelMetric(Metric):
     def compute(self) -> Any:
         sums = split_flat(self._sums.detach().cpu().numpy().astype(np.float64), self._fields)
         try:
-            self._kernel.check_computable(sums, name=type(self).__name__)
+            return result(self._kernel, sums, name=type(self).__name__)
         except CoreNotComputable as exc:
             raise NotComputableError(str(exc)) from exc
-        return self._kernel.finalize(self._kernel.compute(sums, NUMPY))
 
     def state_sums(self) -> dict[str, np.ndarray]:
         """This process's (un-reduced) field sums as numpy arrays."""
@@ -334,29 +339,31 @@ class RankBasedMetrics(KernelMetric):
         device: str | torch.device = _CPU,
         skip_unrolling: bool = False,
     ) -> None:
-        kernel = RankKernel(ks, rank_type)
+        kernel = RankKernel(ks, rank_type, state_dtype=_state_dtype(device))
         self.ks = kernel.ks
         self.rank_type = rank_type
         super().__init__(kernel, output_transform, device, skip_unrolling)
 
 
 class _OneRankMetric(KernelMetric):
+    """One rank family (``_family``) and one ``output``; ``rank_type``, ``output``,
+    ``output_transform``, ``device``, ``skip_unrolling`` as in :class:`HitsAtK`."""
+
     _family = ""
 
     def __init__(
         self,
-        ks: Any,
-        rank_type: str,
-        output: str,
-        output_transform: Callable[[Any], Any],
-        device: str | torch.device,
-        skip_unrolling: bool,
-        k_name: str = "ks",
+        rank_type: str = "realistic",
+        output: str = "value",
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
     ) -> None:
-        family = self._family
-        kernel = RankKernel(ks, rank_type, metrics=(family,), select=(family, output), k_name=k_name)
-        self.rank_type = rank_type
-        self.output = output
+        fam, k = self._family, self.__dict__.get("k", 1)
+        kernel = RankKernel(
+            k, rank_type, metrics=(fam,), select=(fam, output), k_name="k", state_dtype=_state_dtype(device)
+        )
+        self.rank_type, self.output = rank_type, output
         super().__init__(kernel, output_transform, device, skip_unrolling)
 
 
@@ -376,61 +383,31 @@ class HitsAtK(_OneRankMetric):
         device: str | torch.device = _CPU,
         skip_unrolling: bool = False,
     ) -> None:
-        super().__init__(k, rank_type, output, output_transform, device, skip_unrolling, k_name="k")
         self.k = k
+        super().__init__(rank_type, output, output_transform, device, skip_unrolling)
 
 
 class InverseHarmonicMeanRank(_OneRankMetric):
-    """Mean reciprocal rank (MRR, PyKEEN's inverse harmonic mean rank); ``output`` as in
-    :class:`HitsAtK`."""
+    """Mean reciprocal rank (MRR, PyKEEN's inverse harmonic mean rank: each positive ranked
+    against the non-positives); arguments as :class:`HitsAtK` without ``k``."""
 
     _family = "mrr"
 
-    def __init__(
-        self,
-        rank_type: str = "realistic",
-        output: str = "value",
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-    ) -> None:
-        super().__init__(1, rank_type, output, output_transform, device, skip_unrolling)
-
 
 class GeometricMeanRank(_OneRankMetric):
-    """Geometric mean rank ``exp(sum w ln r / sum w)``; ``output`` as in :class:`HitsAtK`
-    (``"adjusted"`` is PyKEEN's adjusted GMR index). The expectation and variance are streamed
-    from a cumulant series; a ``RuntimeWarning`` says when its error bound exceeds 1e-3
-    (fewer than about ten tasks)."""
+    """Geometric mean rank ``exp(sum w ln r / sum w)``; arguments as :class:`HitsAtK` without
+    ``k`` (``"adjusted"`` is PyKEEN's adjusted GMR index). The expectation and variance are
+    streamed from a cumulant series; a ``RuntimeWarning`` says when its error bound exceeds
+    1e-3 (fewer than about ten tasks)."""
 
     _family = "gmr"
 
-    def __init__(
-        self,
-        rank_type: str = "realistic",
-        output: str = "value",
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-    ) -> None:
-        super().__init__(1, rank_type, output, output_transform, device, skip_unrolling)
-
 
 class ArithmeticMeanRank(_OneRankMetric):
-    """Arithmetic mean rank; ``output`` as in :class:`HitsAtK` (``"adjusted"`` is PyKEEN's
-    adjusted mean rank index)."""
+    """Arithmetic mean rank; arguments as :class:`HitsAtK` without ``k`` (``"adjusted"`` is
+    PyKEEN's adjusted mean rank index)."""
 
     _family = "mr"
-
-    def __init__(
-        self,
-        rank_type: str = "realistic",
-        output: str = "value",
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-    ) -> None:
-        super().__init__(1, rank_type, output, output_transform, device, skip_unrolling)
 
 
 MRR = InverseHarmonicMeanRank

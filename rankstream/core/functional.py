@@ -2,63 +2,73 @@
 
 numpy in, numpy out; torch in, torch out (on the input's device). Lists that hold no
 relevant item get the value 0 (use ``return_counted=True`` to tell them apart).
+
+Each function is generated from its kernel (:func:`per_list_function`): the same arguments,
+with the same defaults, as the kernel and its :class:`~rankstream.core.metrics.lists.ListConventions`.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
+from rankstream.core.backends import Array  # noqa: F401  (the kernels' annotations name it)
+from rankstream.core.metrics.lists import ListConventions, ListKernel
 from rankstream.core.metrics.map import MAPKernel
 from rankstream.core.metrics.ndcg import NDCGKernel
-from rankstream.core.ops import Array
+
+__all__ = ["map_at_k", "ndcg_at_k", "per_list_function"]
 
 
-def _squeeze(values: Array, k: int | list[int]) -> Array:
-    return values[:, 0] if isinstance(k, int) else values
+def per_list_function(kernel_cls: type[ListKernel], name: str) -> Callable[..., Any]:
+    """``name(y_pred, y, k=10, *, mask=None, <the kernel's options>, return_counted=False)``:
+    the per-list values of one batch, shape ``(batch,)`` for an int ``k`` and
+    ``(batch, len(k))`` (sorted ``k``) for a list; with ``return_counted`` also whether each
+    list holds a relevant item."""
 
+    def function(y_pred: Any, y: Any, k: int | list[int] = 10, **kwargs: Any) -> Any:
+        mask = kwargs.pop("mask", None)
+        return_counted = kwargs.pop("return_counted", False)
+        kernel = kernel_cls(k, **kwargs)
+        values, counted, _ = kernel.per_list(y_pred, y, mask)
+        out = values[:, 0] if isinstance(k, int) else values
+        return (out, counted) if return_counted else out
 
-def map_at_k(
-    y_pred: Any,
-    y: Any,
-    k: int | list[int] = 10,
-    *,
-    mask: Any = None,
-    denominator: str = "min",
-    relevance_threshold: float | None = None,
-    ties: str = "first",
-    seed: Any = None,
-    return_counted: bool = False,
-) -> Any:
-    """Average precision at ``k`` of every list: shape ``(batch,)`` for an int ``k``,
-    ``(batch, len(k))`` (sorted ``k``) for a list. See :class:`~rankstream.core.metrics.map.MAPKernel`
-    for the formula and the conventions."""
-    kernel = MAPKernel(
-        k, denominator=denominator, relevance_threshold=relevance_threshold, ties=ties, seed=seed
+    own = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in list(inspect.signature(kernel_cls.__init__).parameters.values())[2:]
+        if p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+    ]
+    taken = {p.name for p in own}
+    conventions = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
+        for f in fields(ListConventions)
+        if f.name not in taken
+    ]
+    P = inspect.Parameter
+    function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            P("y_pred", P.POSITIONAL_OR_KEYWORD),
+            P("y", P.POSITIONAL_OR_KEYWORD),
+            P("k", P.POSITIONAL_OR_KEYWORD, default=10),
+            P("mask", P.KEYWORD_ONLY, default=None),
+            *own,
+            *conventions,
+            P("return_counted", P.KEYWORD_ONLY, default=False),
+        ]
     )
-    values, counted, _ = kernel.per_list(y_pred, y, mask)
-    out = _squeeze(values, k)
-    return (out, counted) if return_counted else out
-
-
-def ndcg_at_k(
-    y_pred: Any,
-    y: Any,
-    k: int | list[int] = 10,
-    *,
-    mask: Any = None,
-    gain: str | Callable[[Array], Array] = "exp_rank",
-    discount: Callable[[Array], Array] | None = None,
-    relevance_threshold: float | None = None,
-    ties: str = "first",
-    seed: Any = None,
-    return_counted: bool = False,
-) -> Any:
-    """nDCG at ``k`` of every list: shape ``(batch,)`` for an int ``k``, ``(batch, len(k))``
-    for a list. See :class:`~rankstream.core.metrics.ndcg.NDCGKernel`."""
-    kernel = NDCGKernel(
-        k, gain=gain, discount=discount, relevance_threshold=relevance_threshold, ties=ties, seed=seed
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = (
+        f"Per-list values of :class:`{kernel_cls.__module__}.{kernel_cls.__name__}` for one batch: "
+        "shape ``(batch,)`` for an int ``k``, ``(batch, len(k))`` (sorted ``k``) for a list. "
+        "Options and defaults are the kernel's (see its docstring for the formula and the "
+        "conventions); ``mask`` drops items; ``return_counted=True`` also returns whether each "
+        "list holds a relevant item."
     )
-    values, counted, _ = kernel.per_list(y_pred, y, mask)
-    out = _squeeze(values, k)
-    return (out, counted) if return_counted else out
+    return function
+
+
+map_at_k = per_list_function(MAPKernel, "map_at_k")
+ndcg_at_k = per_list_function(NDCGKernel, "ndcg_at_k")

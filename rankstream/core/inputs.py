@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.ops import Array, Ops, get_ops
-from rankstream.core.ops import get_ops as ops_of
+from rankstream.core.backends import Array, Ops, get_ops
+from rankstream.core.backends import get_ops as ops_of
 
 NEGATIVE_LABELS = ("keep", "mask")
 
@@ -191,6 +191,7 @@ def list_batch(
     *,
     item_weights: bool = False,
     negative_labels: str = "keep",
+    read_back: bool = True,
 ) -> ListBatch:
     """Validate and normalise one batch of lists: ``y_pred`` and ``y`` of shape
     ``(batch, num_items)``; ``mask`` bool of the same shape (False drops the item);
@@ -268,7 +269,7 @@ def list_batch(
         # Padding: every label not >= 0 (negative, -inf and NaN, as keras-rs's `labels >= 0`).
         # One cheap read where reading is free: without such labels no mask is built.
         keep = y >= 0
-        if not ops.can_read(y) or not ops.host_bools(ops.all(keep))[0]:
+        if not (read_back and ops.can_read(y)) or not ops.host_bools(ops.all(keep))[0]:
             mask = keep if mask is None else mask & keep
     if item_weights and weights is not None:
         keep = weights > 0  # False for NaN too
@@ -279,6 +280,18 @@ def list_batch(
         mask = keep if mask is None else mask & keep
         per_item = ops.where(mask, per_item, 0.0)
     return ListBatch(ops=ops, scores=y_pred, labels=y, valid=mask, weights=weights, item_weights=per_item)
+
+
+def _labels_and_mask(y_true: Any) -> tuple[Any, Any]:
+    """``y_true`` as Keras metrics take it: labels, or ``{"labels": y, "mask": m}``."""
+    if not isinstance(y_true, Mapping):
+        return y_true, None
+    if "labels" not in y_true:
+        raise ValueError(f'y_true as a dict must have the key "labels", got keys {sorted(y_true)}')
+    unknown = sorted(set(y_true) - {"labels", "mask"})
+    if unknown:
+        raise ValueError(f'y_true as a dict has unknown keys {unknown}; allowed: "labels", "mask"')
+    return y_true["labels"], y_true.get("mask")
 
 
 def unpack_ranking_inputs(y_true: Any, y_pred: Any, sample_weight: Any = None) -> tuple[Any, Any, Any, Any]:
@@ -293,15 +306,7 @@ def unpack_ranking_inputs(y_true: Any, y_pred: Any, sample_weight: Any = None) -
     1-D list becomes a batch of one, and its ``(list_size,)`` weight a ``(1, list_size)``
     per-item weight). Arrays must already be tensors (anything with ``shape``); the
     ``(batch,)``/``(batch, list_size)`` check of the weight is :func:`list_batch`'s."""
-    mask = None
-    if isinstance(y_true, Mapping):
-        if "labels" not in y_true:
-            raise ValueError(f'y_true as a dict must have the key "labels", got keys {sorted(y_true)}')
-        unknown = sorted(set(y_true) - {"labels", "mask"})
-        if unknown:
-            raise ValueError(f'y_true as a dict has unknown keys {unknown}; allowed: "labels", "mask"')
-        mask = y_true.get("mask")
-        y_true = y_true["labels"]
+    y_true, mask = _labels_and_mask(y_true)
     for name, x in (("y_true", y_true), ("y_pred", y_pred), ("mask", mask), ("sample_weight", sample_weight)):
         if x is not None and not hasattr(x, "shape"):
             raise TypeError(f"{name} must be a tensor, got {_describe(x)}")
@@ -351,6 +356,26 @@ def unpack_ranking_inputs(y_true: Any, y_pred: Any, sample_weight: Any = None) -
     return y_pred, y_true, mask, sample_weight
 
 
+def unpack_rank_inputs(y_true: Any, y_pred: Any, sample_weight: Any = None) -> tuple[Any, Any, Any, Any]:
+    """Read the Keras arguments of the rank-based metrics (tensors): ``y_true`` the index of
+    the true candidate ``(batch,)`` (or ``(batch, 1)``), binary labels
+    ``(batch, num_candidates)``, or ``{"labels": y, "mask": m}``; ``sample_weight`` a scalar,
+    ``(batch,)`` or ``(batch, 1)``. Only the layout is read here (:func:`rank_batch` validates
+    shapes, dtypes and values). Returns ``(y_pred, y, mask, sample_weight)``."""
+    y_true, mask = _labels_and_mask(y_true)
+    if y_true is None or y_pred is None:
+        raise TypeError(f"y_true and y_pred must be tensors, got {type(y_true)} and {type(y_pred)}")
+    y, y_pred = known_rank(y_true, "y_true"), known_rank(y_pred, "y_pred")
+    # Keras often carries sparse targets as (batch, 1): the index, unless the list has one column
+    if len(y.shape) == 2 and y.shape[1] == 1 and len(y_pred.shape) == 2 and y_pred.shape[1] != 1:
+        y = y[:, 0]
+    if sample_weight is not None:
+        sample_weight = known_rank(sample_weight, "sample_weight")
+        if len(sample_weight.shape) == 2 and sample_weight.shape[1] == 1:  # one weight per row
+            sample_weight = sample_weight[:, 0]
+    return y_pred, y, mask, sample_weight
+
+
 def check_positive_ints(value: Any, name: str) -> list[int]:
     """``value`` as a sorted list of positive ints (an int or a non-empty list)."""
     items = [value] if isinstance(value, int) and not isinstance(value, bool) else value
@@ -360,3 +385,130 @@ def check_positive_ints(value: Any, name: str) -> list[int]:
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
             raise ValueError(f"{name} must be a positive int or a non-empty list of them, got {value!r}")
     return sorted(items)
+
+
+def check_list_values(sel: Any, negative_labels: str = "keep") -> Array | None:
+    """The value checks of a list batch (``sel`` a list metric's selection), which need the
+    values: where they can be read back (``sel.ctx.read_back``) bad data raises
+    ``ValueError`` naming the argument and ``None`` is returned; elsewhere nothing is read and
+    the ``(B,)`` bool rows holding bad data are returned, for the caller to leave out of the
+    sums and count.
+
+    Bad data: NaN scores among a list's items; a per-list weight that is negative, NaN or
+    infinite; a per-item weight of +inf; a NaN or infinite label on an item of the list (under
+    ``negative_labels="mask"`` NaN and -inf labels are padding already)."""
+    ops = sel.ops
+    w = sel.weights
+    labels = sel.full_labels  # 0 on items not in the list
+    if sel.nan_rows is None:  # the values were read back by the ranking: raise now
+        if sel.has_nan:
+            raise ValueError("y_pred contains NaN scores (among the items in the lists)")
+        checks = [~ops.isfinite(ops.sum(labels))]  # cheap: a non-finite label makes it non-finite
+        if w is not None:
+            checks.append(ops.any(~ops.isfinite(w) | (w < 0)))
+        if sel.full_item_weights is not None:
+            checks.append(ops.any(sel.full_item_weights == float("inf")))
+        flags = ops.host_bools(ops.stack(checks))
+        if flags[0] and ops.host_bools(ops.any(~ops.isfinite(labels)))[0]:
+            bad = ops.to_numpy(labels)
+            bad = bad[~np.isfinite(bad)]
+            note = " (labels < 0, NaN and -inf are padding here)" if negative_labels == "mask" else ""
+            raise ValueError(
+                f"y must hold finite labels on the items of the lists, got {bad[:8].tolist()}{note}"
+            )
+        if w is not None and flags[1]:
+            raise ValueError(
+                "sample_weight must be finite and non-negative, got "
+                f"{ops.to_numpy(w)[:8].tolist()}{'...' if w.shape[0] > 8 else ''}"
+            )
+        if sel.full_item_weights is not None and flags[-1]:
+            raise ValueError("sample_weight must be finite, got +inf among the per-item weights")
+        return None
+    bad_rows = ops.any(~ops.isfinite(labels), axis=1)
+    if w is not None:
+        bad_rows = bad_rows | ~ops.isfinite(w) | (w < 0)
+    if sel.full_item_weights is not None:
+        bad_rows = bad_rows | ops.any(sel.full_item_weights == float("inf"), axis=1)
+    return sel.nan_rows | bad_rows
+
+
+def check_k(k: Any, name: str = "k", allow_none: bool = True, hint: str = "") -> int | None:
+    """A positive int (or None, the whole list, when ``allow_none``), else ``ValueError``
+    (with ``hint`` appended)."""
+    if k is None and allow_none:
+        return None
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        what = "a positive int or None (the whole list)" if allow_none else "a positive int"
+        raise ValueError(f"{name} must be {what}, got {k!r}{hint}")
+    return k
+
+
+@dataclass
+class RankBatch:
+    """A validated batch: ``scores`` (B, N) floating; exactly one of ``target`` (B,) ints and
+    ``labels`` (B, N); ``valid`` (B, N) bool or None; ``weights`` (B,) acc dtype or None."""
+
+    ops: Ops
+    scores: Array
+    target: Array | None
+    labels: Array | None
+    valid: Array | None
+    weights: Array | None
+
+
+def rank_batch(
+    y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None, ops: Ops | None = None
+) -> RankBatch:
+    """Check shapes and dtypes (no device read; values are checked in :func:`task_ranks`)."""
+    ops = ops or get_ops(y_pred, y, mask, sample_weight)
+    y_pred = as_array(ops, y_pred, "y_pred")
+    y = as_array(ops, y, "y", y_pred)
+    if len(y_pred.shape) != 2:
+        raise ValueError(f"y_pred must be 2-D (batch, num_candidates), got shape {_shape(y_pred)}")
+    if ops.is_bool(y_pred) or not ops.is_numeric(y_pred):
+        raise TypeError(f"y_pred must hold real scores, got dtype {ops.dtype_name(y_pred)}")
+    if not ops.is_floating(y_pred):
+        y_pred = ops.cast(y_pred, ops.acc_dtype(y_pred))
+    b, n = _shape(y_pred)[0], static_list_size(y_pred, "num_candidates")
+    if n == 0:
+        raise ValueError(f"y_pred must have at least one candidate per row, got shape {_shape(y_pred)}")
+    target = labels = None
+    if _shape(y) == (b,):
+        if ops.is_bool(y) or ops.is_floating(y) or not ops.is_numeric(y):
+            raise TypeError(
+                "y of shape (batch,) must hold integer indices of the true candidates, got dtype "
+                f"{ops.dtype_name(y)} (for binary labels pass y of shape (batch, num_candidates))"
+            )
+        target = y
+    elif _shape(y) == (b, n):
+        if not ops.is_numeric(y):
+            raise TypeError(f"y labels must be bool or numeric 0/1, got dtype {ops.dtype_name(y)}")
+        labels = y
+    else:
+        raise ValueError(
+            "y must be the indices of the true candidates, shape (batch,) = "
+            f"({b},), or binary labels of the shape of y_pred {(b, n)}; got {_describe(y)}"
+        )
+    if mask is not None:
+        mask = as_array(ops, mask, "mask", y_pred)
+        if _shape(mask) != (b, n):
+            raise ValueError(f"mask must have the shape of y_pred {(b, n)}, got {_shape(mask)}")
+        if not ops.is_bool(mask):
+            raise TypeError(
+                "mask must be a bool array (True = the item is a candidate), got dtype "
+                f"{ops.dtype_name(mask)}"
+            )
+    weights = None
+    if sample_weight is not None:
+        w = as_array(ops, sample_weight, "sample_weight", y_pred)
+        if ops.is_bool(w) or not ops.is_numeric(w):
+            raise TypeError(f"sample_weight must be numeric, got dtype {ops.dtype_name(w)}")
+        acc = ops.acc_dtype(y_pred)
+        if _shape(w) == ():
+            w = ops.zeros((b,), y_pred, acc) + ops.cast(w, acc)
+        elif _shape(w) != (b,):
+            raise ValueError(
+                f"sample_weight must be a scalar or have shape (batch,) = ({b},), got shape {_shape(w)}"
+            )
+        weights = ops.cast(w, acc)
+    return RankBatch(ops=ops, scores=y_pred, target=target, labels=labels, valid=mask, weights=weights)

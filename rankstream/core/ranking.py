@@ -13,12 +13,12 @@ the ``K + 1`` selected values are equal, which is read off the small ``(B, K + 1
 selection; only those rows are re-ranked with a full stable sort (for random ties, after a
 random column permutation: a uniformly random order among tied items in every row).
 
-Host reads: where reading back is free (CPU, eager), the NaN check and the tie branch read
-two booleans back in one transfer. Where it would be a device sync (an accelerator) or is
-impossible (tracing under ``jit``), nothing is read: torch ranks with one exact stable
-``topk`` over packed int64 keys (``TorchOps.topk_first_packed``), backends whose ``topk``
-is already stable (JAX, TensorFlow) use it as it is, and NaN rows are returned as a device
-array for the kernel to count into the state (``compute()`` raises on them).
+Host reads: where reading back is free (CPU, eager; ``ctx.read_back``), the NaN check and the
+tie branch read two booleans back in one transfer. Where it would be a device sync (an
+accelerator) or is impossible (tracing under ``jit``), nothing is read: the backend's
+``topk_first`` ranks exactly (torch: one stable ``topk`` over packed int64 keys; JAX and
+TensorFlow: their ``topk`` is stable already), and NaN rows are returned as a device array for
+the kernel to count into the state (``compute()`` raises on them).
 """
 
 from __future__ import annotations
@@ -26,20 +26,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rankstream.core.ops import Array, Ops
+from rankstream.core.backends import Array, Context, Ops
 
 TIE_POLICIES = ("first", "random")
-
-
-# Tests set this to exercise the accelerator (no read-back) path on CPU.
-FORCE_NO_READ = False
 
 
 @dataclass
 class Ranked:
     """Result of :func:`top_ranked`: ``indices`` (B, K) in rank order. ``has_nan`` is a python
     bool when values could be read back (NaN among the valid scores), else ``None`` and
-    ``nan_rows`` is a (B,) bool device array (or None when the backend cannot tell)."""
+    ``nan_rows`` is a (B,) bool device array."""
 
     indices: Array
     has_nan: bool | None
@@ -53,33 +49,29 @@ def check_ties(ties: str) -> str:
 
 
 def top_ranked(
-    ops: Ops,
-    scores: Array,
-    k: int,
-    valid: Array | None = None,
-    ties: str = "first",
-    generator: Any = None,
+    ctx: Context, scores: Array, k: int, valid: Array | None = None, ties: str = "first"
 ) -> Ranked:
     """Indices of the top ``k`` items per row (``k`` already clipped to the list length).
 
     ``scores`` is (B, N) floating; ``valid`` an optional (B, N) bool mask (False = not in the
     list). Masked items are ranked after every valid item, so with ``k`` larger than the
     number of valid items the tail of the result points at masked items; callers zero them
-    through the mask.
+    through the mask. Random ties draw from ``ctx.generator``.
     """
-    if ops.can_read(scores) and not FORCE_NO_READ:
-        idx, has_nan = _top_read_back(ops, scores, k, valid, ties, generator)
+    ops = ctx.ops
+    if ctx.read_back:
+        idx, has_nan = _top_read_back(ops, scores, k, valid, ties, ctx.generator)
         return Ranked(indices=idx, has_nan=has_nan, nan_rows=None)
     n = scores.shape[-1]
     perm = None
     if ties == "random" and n > 1:
         # No read-back, so no branch on tied rows: one random column permutation for the
         # batch (a uniformly random order among tied items in every row), then "first".
-        perm = ops.randperm(n, scores, generator)
+        perm = ops.randperm(n, scores, ctx.generator)
         scores = ops.take(scores, perm, axis=1)
         if valid is not None:
             valid = ops.take(valid, perm, axis=1)
-    idx, nan_rows = _top_no_read(ops, scores, k, valid)
+    idx, nan_rows = ops.topk_first(scores, k, valid)
     if perm is not None:
         idx = ops.lookup(perm, idx)
     return Ranked(indices=idx, has_nan=None, nan_rows=nan_rows)
@@ -122,14 +114,3 @@ def _top_read_back(
             order = ops.cast(ops.lookup(perm, order), idx.dtype)
         idx = ops.set_rows(idx, rows, order)
     return idx[:, :k], has_nan
-
-
-def _top_no_read(ops: Ops, scores: Array, k: int, valid: Array | None) -> tuple[Array, Array]:
-    """Accelerators and tracing: no value is read back. Torch packs score and index into
-    one exact int64 key; JAX/TF ``top_k`` is stable already. (Without a packed key and with a
-    mask, a valid item scored -inf may rank after a masked one: both are -inf.)"""
-    packed = ops.topk_first_packed(scores, k, valid) if hasattr(ops, "topk_first_packed") else None
-    if packed is not None:
-        return packed
-    vals, idx = ops.topk(_masked(ops, scores, valid), k)
-    return idx, ops.isnan(vals[:, 0])

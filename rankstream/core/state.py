@@ -15,12 +15,13 @@ the Ignite and Keras adapters hold the same fields as tensors / variables.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
 
-from rankstream.core.ops import NUMPY, Ops
+from rankstream.core.backends import Ops, get_ops
 
 
 class NotComputableError(RuntimeError):
@@ -28,22 +29,63 @@ class NotComputableError(RuntimeError):
 
 
 class Kernel(Protocol):
-    """What a metric definition provides to the state and to the adapters."""
+    """The contract of a metric definition (immutable: per-call state is in the context).
+
+    * ``fields``: state field name -> shape; every field is a plain sum.
+    * ``batch_sums(ctx, y_pred, y, mask, sample_weight)``: the fields' sums of one batch, on
+      the input's device (``ctx`` a :class:`~rankstream.core.backends.Context`, or None for a
+      fresh one).
+    * ``compute(sums, xp)``: named values from total sums, elementwise on ``xp`` (numpy or
+      ``keras.ops``; traceable).
+    * ``select(values)``: what the metric reports (an array, or a dict of them; traceable);
+      ``finalize(values)``: the same as Python floats (a float, a list ordered by k, a dict).
+    * ``check_computable(sums, name)``: raise when the sums give no number.
+    * ``runtime(generator=None)``: what an instance owns across updates (workspace, tie
+      generator).
+
+    A kernel may add fields (a sum of squared per-list values, of per-list expectations)
+    without any adapter change: adapters only move, add and hand back the fields.
+    """
 
     fields: dict[str, tuple[int, ...]]
 
-    def batch_sums(self, ops: Ops, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Field sums of one batch (arrays of the field shapes, on the input's device)."""
+    def batch_sums(self, ctx: Any, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
 
-    def compute(self, sums: Mapping[str, Any], ops: Ops) -> Any:
-        """The metric from total sums (elementwise arithmetic only, any backend)."""
+    def compute(self, sums: Mapping[str, Any], xp: Any = np) -> dict[str, Any]: ...
 
-    def check_computable(self, sums: Mapping[str, np.ndarray], name: str | None = None) -> None:
-        """Raise :class:`NotComputableError` when the sums hold no usable list (``ValueError``
-        when bad lists were counted); ``name`` is the public metric's name in the message."""
+    def select(self, values: Mapping[str, Any]) -> Any: ...
 
-    def finalize(self, value: Any) -> Any:
-        """Python-level result (a float, a list ordered by k, or a dict)."""
+    def finalize(self, values: Mapping[str, Any]) -> Any: ...
+
+    def check_computable(self, sums: Mapping[str, np.ndarray], name: str | None = None) -> None: ...
+
+    def runtime(self, generator: Any = None) -> Any: ...
+
+
+def check_sums(sums: Mapping[str, Any], name: str, weight: str, unit: str, bad_data: str, what: str) -> None:
+    """The shared check of ``compute()``: ``ValueError`` when ``invalid`` units (lists, rows)
+    were counted where ``update`` could not raise (accelerators, jit: no device sync), and
+    :class:`NotComputableError` naming the metric when the ``weight`` field holds nothing
+    (``what``: what it must have seen, and how many were seen)."""
+    bad = float(np.asarray(sums.get("invalid", 0.0)))
+    if bad > 0:
+        raise ValueError(
+            f"{name}: {int(bad)} {unit}(s) had {bad_data}; they were left out of the sums. On "
+            "accelerators and under jit, update() does not read values back (no device sync), so "
+            f"such {unit}s are counted and reported here instead of raising in update()."
+        )
+    if not float(np.asarray(sums[weight])) > 0:
+        need, seen = what.split(";")
+        count = int(np.asarray(sums["count"]))
+        raise NotComputableError(f"{name} must have at least one {need} before compute() ({seen}: {count})")
+
+
+def result(kernel: Kernel, sums: Mapping[str, Any], name: str | None = None) -> Any:
+    """The metric from float64 host sums as Python values (raises when not computable)."""
+    kernel.check_computable(sums, name=name)
+    with np.errstate(all="ignore"):
+        values = kernel.compute({k: np.asarray(v, dtype=np.float64) for k, v in sums.items()}, np)
+    return kernel.finalize(values)
 
 
 def field_sizes(fields: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
@@ -83,6 +125,8 @@ def _plain(value: Any) -> Any:
         return value
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if callable(value):
         return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', type(value).__name__)}"
     return type(value).__name__
@@ -185,6 +229,7 @@ class State:
 
     def __init__(self, kernel: Kernel, sums: Mapping[str, np.ndarray] | None = None) -> None:
         self.kernel = kernel
+        self._runtime = kernel.runtime()
         self.sums: dict[str, np.ndarray] = {
             name: np.zeros(shape, dtype=np.float64) for name, shape in kernel.fields.items()
         }
@@ -200,11 +245,12 @@ class State:
 
     def update(self, *args: Any, **kwargs: Any) -> State:
         """Add one batch. On error nothing is added."""
-        batch_sums = self.kernel.batch_sums(None, *args, **kwargs)
+        like = args[0] if args else kwargs.get("y_pred")
+        ctx = self._runtime.context(like, get_ops(*args, *kwargs.values()))
+        batch_sums = self.kernel.batch_sums(ctx, *args, **kwargs)
         converted = {}
         for name in self.kernel.fields:
-            ops = _ops_of(batch_sums[name])
-            converted[name] = np.asarray(ops.to_numpy(batch_sums[name]), dtype=np.float64)
+            converted[name] = np.asarray(ctx.ops.to_numpy(batch_sums[name]), dtype=np.float64)
         for name, value in converted.items():
             self.sums[name] += value
         return self
@@ -220,8 +266,7 @@ class State:
     __add__ = merge
 
     def compute(self) -> Any:
-        self.kernel.check_computable(self.sums)
-        return self.kernel.finalize(self.kernel.compute(self.sums, NUMPY))
+        return result(self.kernel, self.sums)
 
     def state_dict(self) -> dict[str, Any]:
         """A snapshot saying what it belongs to (see :func:`pack_state`)."""
@@ -262,9 +307,3 @@ def merge(*states: State) -> State:
     for s in states[1:]:
         out = out.merge(s)
     return out
-
-
-def _ops_of(x: Any) -> Ops:
-    from rankstream.core.ops import get_ops
-
-    return get_ops(x)

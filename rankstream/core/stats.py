@@ -41,7 +41,8 @@ Three layers live here:
   ``minimum``, ``maximum`` and Python operators, and return per-task contributions whose sums
   over tasks are the whole state (:func:`mrr_stream_terms`, :func:`gmr_stream_terms`, ...);
 * reducers from those sums to the moments (:func:`moments_from_sums`,
-  :func:`gmr_moments_from_sums`).
+  :func:`gmr_moments_from_sums`; the latter is the numpy face of the one elementwise GMR
+  reducer :func:`gmr_moments_xp`, which the streamed kernel runs on its own arrays).
 
 Streaming inputs must be float64 for the stated accuracy; they are not validated (they may be
 traced by a compiler); validate eagerly with :func:`check_num_candidates` and
@@ -51,7 +52,7 @@ traced by a compiler); validate eagerly with :func:`check_num_candidates` and
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -60,15 +61,18 @@ from scipy import special
 __all__ = [
     "DEFAULT_GMR_ORDER",
     "DIRECT_SUM_BELOW",
+    "FLOAT32_GMR_ORDER",
     "GMR_CUMULANT_BOUND",
     "GMR_CUMULANT_RADIUS",
     "MAX_GMR_ORDER",
     "check_num_candidates",
     "check_ranks",
     "check_weights",
+    "default_gmr_order",
     "gmr_expectation",
     "gmr_log_expectation",
     "gmr_moments_from_sums",
+    "gmr_moments_xp",
     "gmr_stream_terms",
     "gmr_variance",
     "harmonic",
@@ -97,6 +101,7 @@ __all__ = [
     "rank_terms",
     "reciprocal_rank_moments",
     "reciprocal_rank_terms",
+    "state_dtype_name",
     "weighted_mean_moments",
     "zeta_neg",
 ]
@@ -185,10 +190,42 @@ def _cumulant_bound_constant() -> float:
 
 #: B in |kappa_m(N)| <= B m! 2^m (all N >= 1, all m >= 2); 3.62
 GMR_CUMULANT_BOUND = _cumulant_bound_constant()
-#: default number of cumulant sums kept by the GMR streaming form
-DEFAULT_GMR_ORDER = 12
 #: largest supported order (limited by the tabulated zeta coefficients)
 MAX_GMR_ORDER = 20
+#: default number of cumulant sums kept by the GMR streaming form (float64 state)
+DEFAULT_GMR_ORDER = MAX_GMR_ORDER
+#: the order for float32 state: the sums hold ``w^m`` up to ``w^(M+1)``, which at ``M = 20``
+#: leave float32 (max 3.4e38) for task weights above about 68; at ``M = 8`` the state holds
+#: weights from about 1e-4 to 1.9e4 (within float32's normal range).  Its truncation error is
+#: about ``n^-8 / 9`` for ``n`` equally weighted tasks (below float32's 6e-8 from 7 tasks on)
+#: and is reported as the bound.
+FLOAT32_GMR_ORDER = 8
+_STATE_DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+def state_dtype_name(dtype: Any) -> str:
+    """The name (``"float64"``, ``"float32"``, ``"float16"``, ``"bfloat16"``) of a state dtype
+    given as a string or a numpy / torch / keras / TensorFlow dtype; ``ValueError`` otherwise."""
+    if isinstance(dtype, str):
+        name = dtype
+    else:
+        name = getattr(dtype, "name", None)
+        if not isinstance(name, str):
+            try:
+                name = np.dtype(dtype).name
+            except TypeError:
+                name = str(dtype)  # torch.float32 -> "torch.float32"
+    name = name.rsplit(".", 1)[-1]
+    if name not in _STATE_DTYPES:
+        raise ValueError(f"state_dtype must be a floating dtype among {_STATE_DTYPES}, got {dtype!r}")
+    return name
+
+
+def default_gmr_order(state_dtype: Any = "float64") -> int:
+    """The GMR streaming order for a state dtype: :data:`DEFAULT_GMR_ORDER` (20) for float64,
+    :data:`FLOAT32_GMR_ORDER` (8) for float32 (and narrower) state."""
+    return DEFAULT_GMR_ORDER if state_dtype_name(state_dtype) == "float64" else FLOAT32_GMR_ORDER
+
 
 # ==========================================================================================
 # validation
@@ -836,19 +873,6 @@ def gmr_stream_terms(n: Array, w: Array | None, xp: Any, order: int = DEFAULT_GM
     return out
 
 
-def _expm1(x: float) -> float:
-    """math.expm1 returning inf instead of raising on overflow."""
-    return math.expm1(x) if x < 709.0 else math.inf
-
-
-def _scaled_power_sum(value: float, total: float, power: int) -> float:
-    """value / total^power without overflowing total^power."""
-    out = value
-    for _ in range(power):
-        out = out / total
-    return out
-
-
 def gmr_moments_from_sums(sums: Mapping[str, Any]) -> tuple[float, float, float]:
     r"""``(E[GMR], Var[GMR], error_bound)`` from the summed :func:`gmr_stream_terms`.
 
@@ -893,7 +917,7 @@ def gmr_moments_from_sums(sums: Mapping[str, Any]) -> tuple[float, float, float]
     ``[e^{2(L - eps_L)} expm1(max(U - eps_U, 0)), e^{2(L + eps_L)} expm1(U + eps_U)]``.
 
     For ``m`` equally weighted tasks this is about ``B m (2/m)^(M+1)`` for ``E`` and
-    ``B 4^(M+1) m^(1-M) / Var[ln r]`` for ``Var``: with the default ``M = 12`` below 1e-15 from
+    ``B 4^(M+1) m^(1-M) / Var[ln r]`` for ``Var``: with ``M = 12`` already below 1e-15 from
     a few hundred tasks on, but useless (or ``inf``) for a handful of tasks, or when one task
     carries a large share of the weight (``a_i >= 1/4``); use the exact
     :func:`gmr_expectation` / :func:`gmr_variance` there.
@@ -917,43 +941,62 @@ def gmr_moments_from_sums(sums: Mapping[str, Any]) -> tuple[float, float, float]
     total = float(np.asarray(sums["weight"], dtype=np.float64))
     if not total > 0:
         raise ValueError(f"sums['weight'] must be positive (no tasks seen?), got {total}")
-    f = [float(np.asarray(sums[f"cumulant_{i}"], dtype=np.float64)) for i in orders]
-    tail = float(np.asarray(sums["tail"], dtype=np.float64))
+    coefficients = [
+        np.float64(float(np.asarray(sums[f"cumulant_{i}"], dtype=np.float64)) / math.factorial(i))
+        for i in orders
+    ]
+    tail = np.float64(float(np.asarray(sums["tail"], dtype=np.float64)))
+    with np.errstate(all="ignore"):
+        expectation, variance, bound = gmr_moments_xp(np.float64(total), coefficients, tail, np)
+    return float(expectation), float(variance), float(bound)
 
-    log_e = 0.0
-    upsilon = 0.0
-    for i, fm in enumerate(f, start=1):
-        term = _scaled_power_sum(fm, total, i) / math.factorial(i)
-        log_e += term
-        if i >= 2:
-            upsilon += (2.0**i - 2.0) * term
-    upsilon = max(upsilon, 0.0)
-    expectation = math.exp(log_e)
-    variance = math.exp(2.0 * log_e) * _expm1(upsilon)
 
-    # truncation bounds
-    b = GMR_CUMULANT_BOUND
-    base = _scaled_power_sum(tail, total, order + 1)
+def gmr_moments_xp(
+    total: Array, coefficients: Sequence[Array], tail: Array, xp: Any
+) -> tuple[Array, Array, Array]:
+    r"""The GMR reducer of :func:`gmr_moments_from_sums` as elementwise array code.
 
-    def eps(c: float) -> float:
-        if base <= 0.0:
-            return 0.0
+    ``total`` is ``W``, ``coefficients[m - 1]`` the Taylor coefficient ``F_m / m!`` (m = 1..M)
+    and ``tail`` the summed ``"tail"`` term; returns ``(E[GMR], Var[GMR], error_bound)`` as
+    arrays of ``xp`` (``numpy`` or ``keras.ops``; see :func:`gmr_moments_from_sums` for the
+    formulas and the bound).  Arithmetic, ``exp``, ``expm1``, ``power``, ``maximum``,
+    ``isinf`` and ``where`` only, every branch computed and chosen with ``where``, so it
+    traces under ``jit`` / ``tf.function``.  No validation (numpy callers wrap it in
+    ``np.errstate``: the discarded branches may overflow).
+
+    The series are evaluated by Horner's rule in ``1/W`` (``(((c_M / W + c_{M-1}) / W + ...)
+    + c_1) / W``): no power ``W^m`` or ``W^-m`` is formed, so nothing over- or underflows
+    before the terms themselves do (which matters for float32 state).
+    """
+    order = len(coefficients)
+    log_e: Any = 0.0
+    upsilon: Any = 0.0
+    for m in range(order, 0, -1):
+        c = coefficients[m - 1]
+        log_e = (log_e + c) / total
+        upsilon = (upsilon + (2.0**m - 2.0) * c if m >= 2 else upsilon) / total
+    upsilon = xp.maximum(upsilon, 0.0)
+    expectation = xp.exp(log_e)
+    variance = xp.exp(2.0 * log_e) * xp.expm1(upsilon)
+
+    # truncation bounds: Q_c = c^(M+1) T / W^(M+1), q_c = Q_c^(1/(M+1))
+    base = tail
+    for _ in range(order + 1):
+        base = base / total
+
+    def eps(c: float) -> Array:
         q_sum = c ** (order + 1) * base
-        q_max = q_sum ** (1.0 / (order + 1))
-        return b * q_sum / (1.0 - q_max) if q_max < 1.0 else math.inf
+        q_max = xp.power(xp.maximum(q_sum, 0.0), 1.0 / (order + 1))
+        bounded = GMR_CUMULANT_BOUND * q_sum / xp.where(q_max < 1.0, 1.0 - q_max, 1.0)
+        return xp.where(base <= 0.0, 0.0, xp.where(q_max < 1.0, bounded, math.inf))
 
     eps_l, eps_u = eps(2.0), eps(4.0)
-    if eps_l == 0.0 and eps_u == 0.0:
-        return expectation, variance, 0.0
-    if math.isinf(eps_l) or math.isinf(eps_u) or math.isinf(variance):
-        return expectation, variance, math.inf
-    rel_e = _expm1(eps_l)
-    if upsilon > 0.0:
-        hi = _expm1(2.0 * eps_l) + math.exp(2.0 * eps_l) * (
-            _expm1(upsilon + eps_u) / math.expm1(upsilon) - 1.0
-        )
-        lo = 1.0 - math.exp(-2.0 * eps_l) * math.expm1(max(upsilon - eps_u, 0.0)) / math.expm1(upsilon)
-        rel_v = max(hi, lo)
-    else:
-        rel_v = math.inf
-    return expectation, variance, max(rel_e, rel_v)
+    rel_e = xp.expm1(eps_l)
+    positive = upsilon > 0.0
+    den = xp.where(positive, xp.expm1(upsilon), 1.0)
+    hi = xp.expm1(2.0 * eps_l) + xp.exp(2.0 * eps_l) * (xp.expm1(upsilon + eps_u) / den - 1.0)
+    lo = 1.0 - xp.exp(-2.0 * eps_l) * xp.expm1(xp.maximum(upsilon - eps_u, 0.0)) / den
+    bound = xp.maximum(rel_e, xp.where(positive, xp.maximum(hi, lo), math.inf))
+    bound = xp.where(xp.isinf(eps_l) | xp.isinf(eps_u) | xp.isinf(variance), math.inf, bound)
+    bound = xp.where((eps_l == 0.0) & (eps_u == 0.0), 0.0, bound)
+    return expectation, variance, bound

@@ -1,272 +1,289 @@
-"""Shared machinery of the list metrics (MAP@k, nDCG@k).
+"""The list metrics' base: one top-k selection per batch, per-list values, three sums.
 
-A list metric turns one batch into per-list values ``v[i, j]`` at each cut-off ``k_j``, and
-the state keeps three sums: ``value_sum[j] = sum_i w_i v[i, j]``, ``weight_sum = sum_i w_i``
-and ``count = #{i : w_i > 0}``, over the lists that are counted. The result is
-``value_sum / weight_sum``.
+A list metric is a pure function of one batch's :class:`Selection` (the labels of the top
+``K = min(max(k), num_items)`` items in rank order, and the batch itself) returning a
+:class:`ListOutput`: per-list values at every cut-off ``k_j``, whether each list holds a
+relevant item, and the relevance keras-rs weighs lists by. The base turns those into the state
 
-Per batch the work is one ``topk`` of the scores at ``K = min(max(k), num_items)`` (plus one
-more column to see ties, see :mod:`rankstream.core.ranking`), one ``topk`` of the labels at
-``K`` (the ideal ordering and ``min(R, K)``), and arithmetic on ``(batch, K)`` arrays; every
-``k`` is read from cumulative sums over that one selection.
+    value_sum[j] = sum_i w_i v[i, j],   weight_sum = sum_i w_i,   count = #{i : w_i > 0},
+    invalid = lists with bad data found where update could not read values back,
 
-Conventions (each adapter picks its peer's defaults):
+over the lists that are counted; the result is ``value_sum / weight_sum``. Every ``k`` is read
+from cumulative sums over the one selection (:meth:`ListKernel.cut`); no loop over rows or k.
 
-* ``empty``: what a list with no relevant item counts as: ``"skip"`` (not counted, ignite's
-  ``ignore_zero_hits=True``) or ``"zero"`` (counted with value 0);
-* ``ties``: ``"first"`` (earlier index ranks first) or ``"random"`` (see ``ranking``);
-* a masked item behaves exactly as if it were not in the list;
-* ``k`` past the end of a list is clipped to the list;
-* ``weighting``: ``"list"`` (default: ``sample_weight`` is one weight per list) or
-  ``"keras_rs"`` (keras-rs: ``sample_weight`` scalar, per list or per item; per-item weights
-  enter the per-list values, items weighted ``<= 0`` are dropped, and each list's weight is
-  collapsed from its item weights as ``keras_rs...get_list_weights`` does, see
-  :meth:`ListKernel.keras_rs_list_weights`);
-* ``negative_labels``: ``"keep"`` (default) or ``"mask"`` (labels ``< 0`` are padding).
+The conventions are one frozen :class:`ListConventions` (each adapter picks its peer's):
+
+* ``empty``: a list with no relevant item is ``"skip"``-ped (ignite's ``ignore_zero_hits``) or
+  counted as ``"zero"``;
+* ``ties``: ``"first"`` (earlier index ranks first) or ``"random"`` (see ``ranking``), with
+  ``seed``;
+* ``weighting``: ``"list"`` (``sample_weight`` is one weight per list) or ``"keras_rs"``
+  (scalar, per list or per item; per-item weights enter the per-list values, items weighted
+  ``<= 0`` are dropped, and each list's weight is collapsed from its item weights as keras-rs's
+  ``get_list_weights`` does, :meth:`ListKernel.list_weights`);
+* ``negative_labels``: ``"keep"`` or ``"mask"`` (labels not ``>= 0``, NaN too, are padding);
+* ``relevance_threshold``: an item is relevant when ``label >= t`` (``None``: ``label > 0``).
+
+A masked item behaves exactly as if it were not in the list; ``k`` past the end of a list is
+clipped to the list.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 
-from rankstream.core.inputs import NEGATIVE_LABELS, ListBatch, check_positive_ints, list_batch
-from rankstream.core.ops import Array, Ops
+from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
+from rankstream.core.inputs import (
+    NEGATIVE_LABELS,
+    ListBatch,
+    check_list_values,
+    check_positive_ints,
+    list_batch,
+)
 from rankstream.core.ranking import check_ties, top_ranked
-from rankstream.core.state import NotComputableError
+from rankstream.core.state import check_sums
 
 EMPTY_POLICIES = ("skip", "zero")
 WEIGHTINGS = ("list", "keras_rs")
 
 
-@dataclass
-class ListValues:
-    """One batch evaluated: ``values`` (B, len(top_k)); ``counted`` (B,) bool (has a relevant
-    item, or every list under ``empty="zero"``); ``weights`` (B,); ``invalid`` (B,) bool or
-    None (lists with bad data, flagged only where update cannot raise)."""
+@dataclass(frozen=True)
+class ListConventions:
+    """How a list metric reads a batch (see the module docstring)."""
 
-    values: Array
-    counted: Array
-    weights: Array
-    invalid: Array | None
+    empty: str = "skip"
+    ties: str = "first"
+    seed: int | None = None
+    weighting: str = "list"
+    negative_labels: str = "keep"
+    relevance_threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.empty not in EMPTY_POLICIES:
+            raise ValueError(f"empty must be one of {EMPTY_POLICIES}, got {self.empty!r}")
+        check_ties(self.ties)
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
+        if self.negative_labels not in NEGATIVE_LABELS:
+            raise ValueError(
+                f"negative_labels must be one of {NEGATIVE_LABELS}, got {self.negative_labels!r}"
+            )
 
 
 @dataclass
 class Selection:
-    """What the kernels need from one batch, all ``(B, K)`` in the accumulation dtype."""
+    """One batch seen by a list metric. ``labels``, ``in_list``, ``item_weights`` are
+    ``(B, K)`` over the ranked items (``labels`` 0 where an item is not in the list); the
+    ``full_*`` arrays are the batch's ``(B, N)`` ones (labels 0 on items not in the list)."""
 
-    ops: Ops
+    ctx: Context
     k: int  # K = min(max(top_k), list size)
-    labels: Array  # labels of the ranked items, 0 where masked
-    in_list: Array | None  # 1.0 where the ranked position holds a valid item (None: all)
-    positions: Array  # 1..K, shape (K,)
+    labels: Array
+    in_list: Array | None  # 1.0 where the ranked position holds an item of the list (None: all)
+    positions: Array  # 1..K, shape (K,), in the accumulation dtype
     weights: Array | None  # (B,) per-list weights or None
-    has_nan: bool | None
-    nan_rows: Array | None  # (B,) bool on the device when values could not be read back
-    n: int  # list size (number of columns)
-    full_labels: Array  # the batch's (B, N) labels, for kernels needing a full pass
+    n: int
+    full_labels: Array
     full_valid: Array | None
-    item_weights: Array | None = None  # (B, K) weights of the ranked items (per-item weights only)
-    full_item_weights: Array | None = None  # (B, N) per-item weights, 0 on masked items
-    # What a kernel's values() computed for has_relevant()/list_relevance() on this same
-    # batch: per selection, never on the kernel, so a kernel is reentrant and thread-safe.
-    cache: dict[str, Any] = field(default_factory=dict)
+    item_weights: Array | None = None
+    full_item_weights: Array | None = None
+    has_nan: bool | None = None  # NaN scores among the items (where values were read back)
+    nan_rows: Array | None = None  # (B,) rows with NaN scores (where values could not be read back)
+
+    @property
+    def ops(self) -> Ops:
+        return self.ctx.ops
 
     def ideal(self) -> tuple[Array, Array | None]:
-        """Top-``K`` labels of the valid items in decreasing order (the ideal ranking),
-        0 past the last valid item, and a (B, K) 0/1 array marking real items (or None
-        without a mask). One ``topk`` of the labels."""
+        """Top-``K`` labels of the items of each list in decreasing order (the ideal ranking),
+        0 past the last item, and a (B, K) 0/1 array marking real items (None without a
+        mask). One ``topk`` of the labels."""
         ops = self.ops
         src = self.full_labels
         if self.full_valid is not None:
             src = ops.where(self.full_valid, src, float("-inf"))
-        vals, _ = ops.topk(src, self.k)
-        vals = ops.cast(vals, self.positions.dtype)
+        vals = ops.cast(ops.topk(src, self.k)[0], self.positions.dtype)
         if self.full_valid is None:
             return vals, None
         ok = vals > float("-inf")
         return ops.where(ok, vals, 0.0), ops.cast(ok, vals.dtype)
 
 
+@dataclass
+class ListOutput:
+    """What a list metric returns for one batch: ``values`` ``(B, len(top_k))``; ``relevant``
+    ``(B,)`` bool (the list holds a relevant item: the empty policy); ``relevance`` ``(B,)``,
+    the sum of the relevance keras-rs weighs lists by (None: ``relevant``), and
+    ``weighted_relevance`` ``(B,)`` its sum weighted by the item weights (per-item weights)."""
+
+    values: Array
+    relevant: Array
+    relevance: Array | None = None
+    weighted_relevance: Array | None = None
+
+
 class ListKernel:
-    """Base of the list metrics. Subclasses implement :meth:`values` and :meth:`has_relevant`."""
+    """Base of the list metrics: subclasses implement :meth:`list_values` (a pure function of
+    the selection) and set ``name``. Kernels are immutable definitions: per-call state lives
+    in the :class:`Context` (ops, read-back, tie generator, workspace)."""
 
     name = "list"
 
-    def __init__(
-        self,
-        top_k: int | list[int] = 10,
-        *,
-        empty: str = "skip",
-        ties: str = "first",
-        seed: Any = None,
-        weighting: str = "list",
-        negative_labels: str = "keep",
-        generator: Any = None,
-    ) -> None:
+    def __init__(self, top_k: int | list[int] = 10, **conventions: Any) -> None:
         self.top_k = check_positive_ints(top_k, "top_k")
         self.ks = self.top_k
-        if empty not in EMPTY_POLICIES:
-            raise ValueError(f"empty must be one of {EMPTY_POLICIES}, got {empty!r}")
-        self.empty = empty
-        self.ties = check_ties(ties)
-        self.seed = seed
-        if weighting not in WEIGHTINGS:
-            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
-        if negative_labels not in NEGATIVE_LABELS:
-            raise ValueError(f"negative_labels must be one of {NEGATIVE_LABELS}, got {negative_labels!r}")
-        self.weighting = weighting
-        self.negative_labels = negative_labels
-        # A backend generator given by the caller (e.g. a Keras SeedGenerator, whose state
-        # the Keras adapter tracks) is used for random ties instead of one built from seed.
-        self._generator: Any = generator
-        self._generator_backend = None if generator is None else "given"
+        self.conventions = ListConventions(**conventions)
         self.fields: dict[str, tuple[int, ...]] = {
             "value_sum": (len(self.top_k),),
             "weight_sum": (),
             "count": (),
-            "invalid": (),  # lists with bad data found where update could not raise
+            "invalid": (),
         }
 
-    # -- to be provided by subclasses ----------------------------------------------------
-    def values(self, sel: Selection) -> Array:
-        """Per-list values at every ``k``: ``(B, len(top_k))``."""
+    def __getattr__(self, name: str) -> Any:  # the conventions read as attributes
+        if name != "conventions" and name in {f.name for f in fields(ListConventions)}:
+            return getattr(self.conventions, name)
+        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+
+    def with_conventions(self, **changes: Any) -> ListKernel:
+        """A copy with some conventions changed."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.conventions = replace(self.conventions, **changes)
+        return new
+
+    # -- the metric ----------------------------------------------------------------------
+    def list_values(self, sel: Selection) -> ListOutput:
+        """Per-list values of one batch (see :class:`ListOutput`)."""
         raise NotImplementedError
 
-    def has_relevant(self, sel: Selection) -> Array:
-        """``(B,)`` bool: the list holds at least one relevant (valid) item. Called after
-        :meth:`values` on the same selection (kernels may reuse what it computed)."""
-        raise NotImplementedError
+    # -- helpers for list_values --------------------------------------------------------
+    def cut(self, sel: Selection, cum: Array) -> Array:
+        """Columns of a cumulative ``(B, K)`` array at every ``k`` (clipped to ``K``)."""
+        return sel.ops.stack([cum[:, min(k, sel.k) - 1] for k in self.top_k], axis=1)
 
-    def list_relevance(self, sel: Selection) -> tuple[Array, Array]:
-        """For ``weighting="keras_rs"``: ``(B,)`` bool ``sum_j R_ij > 0`` and ``(B,)``
-        ``sum_j W_ij R_ij / sum_j R_ij`` (0 where the sum is 0), with ``R`` the relevance
-        keras-rs weighs lists by and ``W`` the item weights. Called after :meth:`values`."""
-        raise NotImplementedError
+    def is_relevant(self, sel: Selection, labels: Array) -> Array:
+        """0/1 relevance of ``labels`` (``>= t``, or ``> 0`` without a threshold)."""
+        t = self.conventions.relevance_threshold
+        return sel.ops.cast(labels > 0 if t is None else labels >= t, sel.positions.dtype)
 
-    # -- shared ------------------------------------------------------------------------
-    def _tie_generator(self, ops: Ops) -> Any:
-        """One generator per kernel, so a seeded metric gives a reproducible stream."""
-        if self.ties != "random":
-            return None
-        if self._generator_backend == "given":
-            return self._generator
-        if self._generator is None or getattr(self, "_generator_backend", None) != ops.name:
-            if ops.name == "torch":
-                import torch
+    def count_relevant(self, sel: Selection) -> Array:
+        """``R`` per list: the number of relevant items, one pass over the labels."""
+        t = self.conventions.relevance_threshold
+        return sel.ops.count_relevant(
+            sel.full_labels,
+            0.0 if t is None else t,
+            t is None,
+            sel.full_valid,
+            sel.positions.dtype,
+            sel.ctx.workspace,
+        )
 
-                g = torch.Generator(device="cpu")
-                if self.seed is None:
-                    g.seed()
-                else:
-                    g.manual_seed(int(self.seed))
-                self._generator = g
-            else:
-                self._generator = np.random.default_rng(self.seed)
-            self._generator_backend = ops.name
-        return self._generator
+    @staticmethod
+    def divide(sel: Selection, num: Array, den: Array) -> Array:
+        """``num / den``, 0 where ``den`` is 0."""
+        ops = sel.ops
+        return ops.where(den > 0, num / ops.where(den > 0, den, 1.0), 0.0)
 
-    def select(self, batch: ListBatch) -> Selection:
-        ops = batch.ops
+    # -- one batch -----------------------------------------------------------------------
+    @property
+    def random_ties(self) -> bool:
+        return self.conventions.ties == "random"
+
+    def runtime(self, generator: Any = None) -> Runtime:
+        """What an instance of this metric owns across updates (workspace, tie generator)."""
+        return Runtime(self.random_ties, self.conventions.seed, generator)
+
+    def context(self, like: Any, ops: Ops | None = None) -> Context:
+        """A context for one call outside an instance (a fresh generator and workspace)."""
+        return self.runtime().context(like, ops)
+
+    def selection(self, ctx: Context, batch: ListBatch) -> Selection:
+        ops = ctx.ops
         scores, labels, valid = batch.scores, batch.labels, batch.valid
-        if valid is not None:  # an item not in the list never counts, whatever its label (NaN too)
+        if valid is not None:  # an item not in the list never counts, whatever its label
             labels = ops.where(valid, labels, 0.0)
         n = batch.list_size
         k = min(self.top_k[-1], n)
         acc = ops.acc_dtype(scores)
-        ranked = top_ranked(ops, scores, k, valid=valid, ties=self.ties, generator=self._tie_generator(ops))
+        ranked = top_ranked(ctx, scores, k, valid=valid, ties=self.conventions.ties)
         idx = ranked.indices
         lab_sel = ops.cast(ops.take_along(labels, idx), acc)
         in_list = None
         if valid is not None:
             in_list = ops.cast(ops.take_along(valid, idx), acc)
             lab_sel = lab_sel * in_list
-        positions = ops.arange(1, k + 1, scores, acc)
-        w_sel = None
-        if batch.item_weights is not None:
-            w_sel = ops.take_along(batch.item_weights, idx)  # 0 on masked items already
+        w_sel = None if batch.item_weights is None else ops.take_along(batch.item_weights, idx)
         return Selection(
-            ops=ops,
+            ctx=ctx,
             k=k,
             labels=lab_sel,
             in_list=in_list,
-            positions=positions,
+            positions=ops.arange(1, k + 1, scores, acc),
             weights=batch.weights,
-            has_nan=ranked.has_nan,
-            nan_rows=ranked.nan_rows,
             n=n,
             full_labels=labels,
             full_valid=valid,
             item_weights=w_sel,
             full_item_weights=batch.item_weights,
+            has_nan=ranked.has_nan,
+            nan_rows=ranked.nan_rows,
         )
 
-    def _cut(self, sel: Selection, cum: Array) -> Array:
-        """Columns of a cumulative ``(B, K)`` array at every ``k`` (clipped to ``K``)."""
-        # Column slices stacked on the device (no host-to-device index copy).
-        return sel.ops.stack([cum[:, min(k, sel.k) - 1] for k in self.top_k], axis=1)
-
     def evaluate(
-        self, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None, ops: Ops | None = None
-    ) -> ListValues:
-        """Per-list values of one batch with their weights and validity (see :class:`ListValues`).
-
-        Bad data (NaN scores among the valid items, negative or NaN weights) raises
-        ``ValueError`` here when the values can be read back for free (CPU); otherwise (an
-        accelerator, or tracing) the offending lists are flagged in ``invalid`` so the caller
-        can count them into the state and ``compute()`` raises instead: ``update`` never
-        forces a device sync."""
-        keras_rs = self.weighting == "keras_rs"
+        self, ctx: Context, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
+    ) -> tuple[Array, Array, Array, Array | None]:
+        """``(values, counted, weights, invalid)`` of one batch: per-list values
+        ``(B, len(top_k))``, whether each list is counted ``(B,)``, the list weights ``(B,)``
+        and the lists with bad data ``(B,)`` (None where the values were read back: bad data
+        raises ``ValueError`` then, see :func:`~rankstream.core.inputs.check_list_values`)."""
+        conv = self.conventions
         batch = list_batch(
             y_pred,
             y,
             mask,
             sample_weight,
-            ops=ops,
-            item_weights=keras_rs,
-            negative_labels=self.negative_labels,
+            ops=ctx.ops,
+            item_weights=conv.weighting == "keras_rs",
+            negative_labels=conv.negative_labels,
+            read_back=ctx.read_back,
         )
-        sel = self.select(batch)
-        ops = sel.ops
-        invalid = self._check_data(sel)
-        values = self.values(sel)
-        rel = self.has_relevant(sel)
-        counted = rel if self.empty == "skip" else ops.ones_bool(rel)
-        if keras_rs:
-            w = self.keras_rs_list_weights(sel, invalid)
+        sel = self.selection(ctx, batch)
+        invalid = check_list_values(sel, conv.negative_labels)
+        out = self.list_values(sel)
+        ops = ctx.ops
+        counted = out.relevant if conv.empty == "skip" else ops.ones_bool(out.relevant)
+        if conv.weighting == "keras_rs":
+            w = self.list_weights(sel, out, invalid)
+        elif sel.weights is not None:
+            w = sel.weights
         else:
-            acc = values.dtype
-            w = sel.weights if sel.weights is not None else ops.zeros((batch.batch_size,), values, acc) + 1.0
-        return ListValues(values=values, counted=counted, weights=w, invalid=invalid)
+            w = ops.zeros((batch.batch_size,), out.values, out.values.dtype) + 1.0
+        return out.values, counted, w, invalid
 
-    def per_list(
-        self, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None, ops: Ops | None = None
-    ) -> tuple[Array, Array, Array]:
-        """Per-list values ``(B, len(top_k))``, whether each list is counted ``(B,)`` bool,
-        and the list weights ``(B,)`` (ones when no ``sample_weight``). Lists flagged invalid
-        (possible only where values cannot be read back) get NaN values."""
-        out = self.evaluate(y_pred, y, mask, sample_weight, ops)
-        values = out.values
-        if out.invalid is not None:
-            values = _ops_of(values).where(out.invalid[:, None], float("nan"), values)
-        return values, out.counted, out.weights
-
-    def keras_rs_list_weights(self, sel: Selection, invalid: Array | None = None) -> Array:
+    def list_weights(self, sel: Selection, out: ListOutput, invalid: Array | None) -> Array:
         """Per-list weights ``(B,)`` collapsed from the item weights as keras-rs's
         ``get_list_weights`` does, within one batch: a list with no item of positive weight
         gets 0; a list with relevance gets ``sum_j W_ij R_ij / sum_j R_ij``; a list without
         relevance gets the mean of those over the batch's lists having both (1.0 when none
-        has). With no per-item weights this is the list's own weight (1.0 without
-        ``sample_weight``) for every list holding an item."""
+        has). Lists with bad data never enter that mean."""
         ops = sel.ops
-        rel_pos, plw = self.list_relevance(sel)
+        relevance = out.relevance if out.relevance is not None else ops.cast(out.relevant, out.values.dtype)
+        rel_pos = relevance > 0
+        if out.weighted_relevance is not None:
+            plw = self.divide(sel, out.weighted_relevance, relevance)
+            if sel.weights is not None:
+                plw = plw * sel.weights
+        else:
+            plw = ops.where(rel_pos, 1.0 if sel.weights is None else sel.weights, 0.0 * relevance)
         w_pos = ops.ones_bool(rel_pos) if sel.in_list is None else sel.in_list[:, 0] > 0
         if sel.weights is not None:
             w_pos = w_pos & (sel.weights > 0)
-        if invalid is not None:  # bad lists (left out of the sums) never enter the batch mean
+        if invalid is not None:
             w_pos = w_pos & ~invalid
             plw = ops.where(invalid, 0.0, plw)
         both = ops.cast(w_pos & rel_pos, plw.dtype)
@@ -274,105 +291,59 @@ class ListKernel:
         avg = ops.where(n_both > 0, ops.sum(plw) / ops.where(n_both > 0, n_both, 1.0), 1.0)
         return ops.where(w_pos, ops.where(rel_pos, plw, avg), 0.0)
 
-    def _check_data(self, sel: Selection) -> Array | None:
-        """Raise on bad data when it can be read back; else return (B,) bool invalid rows.
-
-        Bad data: NaN scores among a list's items; a per-list weight that is negative, NaN
-        or infinite; a per-item weight of +inf; a NaN or infinite label on an item of the
-        list (under ``negative_labels="mask"`` NaN and -inf labels are padding already)."""
-        ops = sel.ops
-        w = sel.weights
-        labels = sel.full_labels  # 0 on items not in the list
-        if sel.has_nan is not None:  # the values were read back: raise now
-            if sel.has_nan:
-                raise ValueError("y_pred contains NaN scores (among the items in the lists)")
-            checks = [~ops.isfinite(ops.sum(labels))]  # cheap: a non-finite label makes it non-finite
-            if w is not None:
-                checks.append(ops.any(~ops.isfinite(w) | (w < 0)))
-            if sel.full_item_weights is not None:
-                checks.append(ops.any(sel.full_item_weights == float("inf")))
-            flags = ops.host_bools(ops.stack(checks))
-            if flags[0] and ops.host_bools(ops.any(~ops.isfinite(labels)))[0]:
-                bad = ops.to_numpy(labels)
-                bad = bad[~np.isfinite(bad)]
-                raise ValueError(
-                    f"y must hold finite labels on the items of the lists, got {bad[:8].tolist()}"
-                    + (
-                        " (labels < 0, NaN and -inf are padding here)"
-                        if self.negative_labels == "mask"
-                        else ""
-                    )
-                )
-            if w is not None and flags[1]:
-                raise ValueError(
-                    "sample_weight must be finite and non-negative, got "
-                    f"{ops.to_numpy(w)[:8].tolist()}{'...' if w.shape[0] > 8 else ''}"
-                )
-            if sel.full_item_weights is not None and flags[-1]:
-                raise ValueError("sample_weight must be finite, got +inf among the per-item weights")
-            return None
-        invalid = sel.nan_rows
-        bad_rows = ops.any(~ops.isfinite(labels), axis=1)
-        if w is not None:
-            bad_rows = bad_rows | ~ops.isfinite(w) | (w < 0)
-        if sel.full_item_weights is not None:
-            bad_rows = bad_rows | ops.any(sel.full_item_weights == float("inf"), axis=1)
-        return bad_rows if invalid is None else invalid | bad_rows
-
     def batch_sums(
-        self, ops: Ops | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
+        self, ctx: Context | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
     ) -> dict[str, Array]:
-        out = self.evaluate(y_pred, y, mask, sample_weight, ops=ops)
-        ops = ops or _ops_of(out.values)
-        counted = out.counted
-        if out.invalid is not None:
-            counted = counted & ~out.invalid
-        wc = ops.where(counted, out.weights, 0.0)
-        values = ops.where(counted[:, None], out.values, 0.0)
+        """The state fields' sums of one batch (on the input's device)."""
+        ctx = ctx or self.context(y_pred, get_ops(y_pred, y, mask, sample_weight))
+        values, counted, weights, invalid = self.evaluate(ctx, y_pred, y, mask, sample_weight)
+        ops = ctx.ops
+        if invalid is not None:
+            counted = counted & ~invalid
+        wc = ops.where(counted, weights, 0.0)
+        values = ops.where(counted[:, None], values, 0.0)
         zero = ops.sum(wc) * 0.0
         return {
             "value_sum": ops.sum(values * wc[:, None], axis=0),
             "weight_sum": ops.sum(wc),
             "count": ops.sum(ops.cast(wc > 0, wc.dtype)),
-            "invalid": zero if out.invalid is None else ops.sum(ops.cast(out.invalid, wc.dtype)),
+            "invalid": zero if invalid is None else ops.sum(ops.cast(invalid, wc.dtype)),
         }
 
-    def compute(self, sums: Mapping[str, Any], ops: Ops) -> Any:
+    def per_list(
+        self, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None, ctx: Context | None = None
+    ) -> tuple[Array, Array, Array]:
+        """Per-list values ``(B, len(top_k))``, whether each list is counted ``(B,)`` bool,
+        and the list weights ``(B,)``. Lists flagged invalid (possible only where values
+        cannot be read back) get NaN values."""
+        ctx = ctx or self.context(y_pred, get_ops(y_pred, y, mask, sample_weight))
+        values, counted, weights, invalid = self.evaluate(ctx, y_pred, y, mask, sample_weight)
+        if invalid is not None:
+            values = ctx.ops.where(invalid[:, None], float("nan"), values)
+        return values, counted, weights
+
+    # -- from the sums -------------------------------------------------------------------
+    def compute(self, sums: Mapping[str, Any], xp: Any = np) -> dict[str, Array]:
+        """``{"value": value_sum / weight_sum}`` (0 before any list; NaN while ``invalid``
+        lists were counted), elementwise on ``xp`` (numpy or ``keras.ops``)."""
         w = sums["weight_sum"]
-        safe = ops.where(w > 0, w, 1.0)
-        value = ops.where(w > 0, sums["value_sum"] / safe, 0.0 * sums["value_sum"])
-        if "invalid" in sums:  # NaN where bad lists were counted (check_computable raises on them)
-            value = ops.where(sums["invalid"] > 0, float("nan"), value)
-        return value
+        safe = xp.where(w > 0, w, 1.0)
+        value = xp.where(w > 0, sums["value_sum"] / safe, 0.0 * sums["value_sum"])
+        return {"value": xp.where(sums["invalid"] > 0, float("nan"), value)}
+
+    def select(self, values: Mapping[str, Array]) -> Array:
+        """What the metric reports: the value at every ``k`` (ordered by ``top_k``)."""
+        return values["value"]
+
+    def finalize(self, values: Mapping[str, Any]) -> list[float]:
+        """The selected value as Python floats, one per ``k``."""
+        return [float(v) for v in np.asarray(self.select(values)).reshape(-1)]
 
     def check_computable(self, sums: Mapping[str, np.ndarray], name: str | None = None) -> None:
-        """Raise when the sums cannot give a number: ``ValueError`` when bad lists were counted
-        (where ``update`` could not raise), :class:`NotComputableError` when no list was
-        counted. ``name`` is the public metric's name in the messages (the kernel's class by
-        default)."""
-        name = name or type(self).__name__
-        bad = float(np.asarray(sums.get("invalid", 0.0)))
-        if bad > 0:
-            raise ValueError(
-                f"{name}: {int(bad)} list(s) had NaN scores among their items, a NaN or infinite "
-                "label, or a negative/NaN/infinite sample_weight; they were left out of the sums. "
-                "On accelerators and under jit, update() does not read values back (no device "
-                "sync), so such lists are counted and reported here instead of raising in update()."
-            )
-        if not float(np.asarray(sums["weight_sum"])) > 0:
-            raise NotComputableError(
-                f"{name} must have at least one usable list before compute() "
-                f"(lists seen with a relevant item and a positive weight: {int(np.asarray(sums['count']))})"
-            )
-
-    def finalize(self, value: Any) -> list[float]:
-        return [float(v) for v in np.asarray(value).reshape(-1)]
+        """Raise when the sums give no number (see :func:`~rankstream.core.state.check_sums`)."""
+        bad = "NaN scores among their items, a NaN or infinite label, or a bad sample_weight"
+        what = "usable list;lists seen with a relevant item and a positive weight"
+        check_sums(sums, name or type(self).__name__, "weight_sum", "list", bad, what)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(top_k={self.top_k}, empty={self.empty!r}, ties={self.ties!r})"
-
-
-def _ops_of(x: Any) -> Ops:
-    from rankstream.core.ops import get_ops
-
-    return get_ops(x)
+        return f"{type(self).__name__}(top_k={self.top_k}, {self.conventions})"

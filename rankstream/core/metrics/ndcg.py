@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rankstream.core.metrics.lists import ListKernel, Selection
-from rankstream.core.ops import Array
+from rankstream.core.backends import Array, get_ops
+from rankstream.core.metrics.lists import ListKernel, ListOutput, Selection
 
 GAIN_NAMES = ("exp_rank", "linear_rank")
 
@@ -45,13 +45,16 @@ def linear_gain(y: Array) -> Array:
 def log2_discount(rank: Array) -> Array:
     """``1 / log2(rank + 1)`` for 1-based ranks (numpy or torch arrays; the kernel's default
     discount computes the same with the batch's own ops, whatever the backend)."""
-    from rankstream.core.ops import get_ops
-
     return 1.0 / get_ops(rank).log2(rank + 1.0)
 
 
 class NDCGKernel(ListKernel):
-    """nDCG@k for every ``k`` in ``top_k`` from one top-``max(k)`` selection."""
+    """nDCG@k for every ``k`` in ``top_k`` from one top-``max(k)`` selection.
+
+    Args: ``top_k``; ``gain`` (``"exp_rank"``, ``"linear_rank"`` or a callable), ``discount``
+    (a callable of the 1-based rank, or None); the conventions of
+    :class:`~rankstream.core.metrics.lists.ListConventions` as keywords
+    (``relevance_threshold`` default 1.0, ignite's)."""
 
     name = "ndcg"
 
@@ -62,22 +65,9 @@ class NDCGKernel(ListKernel):
         gain: str | Callable[[Array], Array] = "exp_rank",
         discount: Callable[[Array], Array] | None = None,
         relevance_threshold: float | None = 1.0,
-        empty: str = "skip",
-        ties: str = "first",
-        seed: Any = None,
-        weighting: str = "list",
-        negative_labels: str = "keep",
-        generator: Any = None,
+        **conventions: Any,
     ) -> None:
-        super().__init__(
-            top_k,
-            empty=empty,
-            ties=ties,
-            seed=seed,
-            weighting=weighting,
-            negative_labels=negative_labels,
-            generator=generator,
-        )
+        super().__init__(top_k, relevance_threshold=relevance_threshold, **conventions)
         if isinstance(gain, str):
             if gain not in GAIN_NAMES:
                 raise ValueError(f"gain must be one of {GAIN_NAMES} or a callable, got {gain!r}")
@@ -92,91 +82,48 @@ class NDCGKernel(ListKernel):
             raise ValueError(f"relevance_threshold must be >= 0 or None, got {relevance_threshold!r}")
         self.gain = gain
         self.discount_fn = discount  # None: 1 / log2(rank + 1)
-        self.relevance_threshold = relevance_threshold
 
-    def _relevance(self, sel: Selection, labels: Array) -> Array:
-        t = self.relevance_threshold
-        if t is None:
-            return labels
-        return sel.ops.where(labels >= t, labels, 0.0)
+    def _gains(self, sel: Selection, labels: Array) -> Array:
+        """Gains of labels, those below the threshold counting as 0."""
+        t = self.conventions.relevance_threshold
+        return self.gain_fn(labels if t is None else sel.ops.where(labels >= t, labels, 0.0))
 
-    def _gains(self, sel: Selection, labels: Array, in_list: Array | None) -> Array:
-        g = self.gain_fn(self._relevance(sel, labels))
-        return g if in_list is None else g * in_list
-
-    def has_relevant(self, sel: Selection) -> Array:
-        if "ideal_gains" in sel.cache:
-            return sel.cache["ideal_gains"][:, 0] > 0
-        ideal, ideal_in_list = sel.cache["ideal"]
-        top = ideal[:, 0]
-        t = self.relevance_threshold
-        rel = top > 0 if t is None else top >= t
-        if ideal_in_list is not None:
-            rel = rel & (ideal_in_list[:, 0] > 0)
-        return rel
-
-    def _ideal_by_gains(self, sel: Selection) -> bool:
-        # A callable gain need not be monotone in the label: the ideal ranking orders the
-        # items by gain. The named gains are monotone, so one topk of the labels does.
-        return sel.full_item_weights is not None or not isinstance(self.gain, str)
-
-    def list_relevance(self, sel: Selection) -> tuple[Array, Array]:
+    def list_values(self, sel: Selection) -> ListOutput:
         ops = sel.ops
-        if "gain_sum" in sel.cache:  # the full pass of values() computed the sums
-            g_sum, wg_sum = sel.cache["gain_sum"], sel.cache["weighted_gain_sum"]
-            rel_pos = g_sum > 0
-            plw = ops.where(rel_pos, wg_sum / ops.where(rel_pos, g_sum, 1.0), 0.0)
-            return rel_pos, plw if sel.weights is None else plw * sel.weights
-        # Named gains are 0 at label 0 (so on masked items) and monotone: the list has
-        # relevance iff its best label has a positive gain, and sum W R / sum R is the
-        # list's constant weight.
-        ideal, ideal_in_list = sel.cache["ideal"]
-        top_in = None if ideal_in_list is None else ideal_in_list[:, :1]
-        rel_pos = self._gains(sel, ideal[:, :1], top_in)[:, 0] > 0
-        w = 1.0 if sel.weights is None else sel.weights
-        return rel_pos, ops.where(rel_pos, w, 0.0 * ideal[:, 0])
-
-    def values(self, sel: Selection) -> Array:
-        ops = sel.ops
-        if self.discount_fn is None:
-            disc = 1.0 / ops.log2(sel.positions + 1.0)
-        else:
-            disc = self.discount_fn(sel.positions)
-        gains = self._gains(sel, sel.labels, sel.in_list)
+        disc = (
+            1.0 / ops.log2(sel.positions + 1.0)
+            if self.discount_fn is None
+            else self.discount_fn(sel.positions)
+        )
+        gains = self._gains(sel, sel.labels)
+        if sel.in_list is not None:
+            gains = gains * sel.in_list
         if sel.item_weights is not None:
             gains = gains * sel.item_weights
-        dcg = self._cut(sel, ops.cumsum(gains * disc, axis=1))
-        if self._ideal_by_gains(sel):
-            # One full pass: every item's (weighted) gain, masked items weighted 0, and the
-            # ideal ranking as the top-K of those (keras-rs's ideal ordering).
-            acc = sel.positions.dtype
-            y = ops.cast(sel.full_labels, acc)
-            if sel.full_valid is not None:
-                y = ops.where(sel.full_valid, y, 0.0)
-            g = self.gain_fn(self._relevance(sel, y))
-            if sel.full_item_weights is not None:
-                wg = g * sel.full_item_weights
-            elif sel.full_valid is not None:
-                wg = g * ops.cast(sel.full_valid, acc)
-            else:
-                wg = g
-            if sel.full_valid is None:
-                ideal_gains = ops.topk(wg, sel.k)[0]
-            else:  # items not in the list rank after every item of it (gains may be < 0)
-                ideal_gains = ops.topk(ops.where(sel.full_valid, wg, float("-inf")), sel.k)[0]
-                ideal_gains = ops.where(ideal_gains > float("-inf"), ideal_gains, 0.0)
-            sel.cache["ideal_gains"] = ideal_gains
-            sel.cache["gain_sum"] = ops.sum(g, axis=1)
-            sel.cache["weighted_gain_sum"] = ops.sum(wg, axis=1)
-            idcg = self._cut(sel, ops.cumsum(ideal_gains * disc, axis=1))
+        dcg = self.cut(sel, ops.cumsum(gains * disc, axis=1))
+        if sel.full_item_weights is None and isinstance(self.gain, str):
+            # Named gains are monotone: the ideal ranking is one topk of the labels, and a list
+            # is relevant when its best label reaches the threshold (keras-rs: a positive gain).
+            ideal, ideal_in = sel.ideal()
+            ideal_gains = self._gains(sel, ideal) * (1.0 if ideal_in is None else ideal_in)
+            top = ideal[:, 0] if ideal_in is None else ideal[:, 0] * ideal_in[:, 0]
+            t = self.conventions.relevance_threshold
+            relevant = top > 0 if t is None else top >= t
+            if ideal_in is not None:
+                relevant = relevant & (ideal_in[:, 0] > 0)
+            idcg = self.cut(sel, ops.cumsum(ideal_gains * disc, axis=1))
+            return ListOutput(self.divide(sel, dcg, idcg), relevant, ideal_gains[:, 0])
+        # One full pass: every item's (weighted) gain, items not in the list last; the ideal
+        # ranking orders the items by (weighted) gain (a callable gain need not be monotone).
+        y = ops.cast(sel.full_labels, sel.positions.dtype)
+        g = self._gains(sel, y)
+        wg = g if sel.full_item_weights is None else g * sel.full_item_weights
+        if sel.full_valid is not None:
+            wg = wg * ops.cast(sel.full_valid, y.dtype)
+            ideal_gains = ops.topk(ops.where(sel.full_valid, wg, float("-inf")), sel.k)[0]
+            ideal_gains = ops.where(ideal_gains > float("-inf"), ideal_gains, 0.0)
         else:
-            ideal, ideal_in_list = sel.cache["ideal"] = sel.ideal()
-            idcg = self._cut(sel, ops.cumsum(self._gains(sel, ideal, ideal_in_list) * disc, axis=1))
-        ok = idcg > 0
-        return ops.where(ok, dcg / ops.where(ok, idcg, 1.0), 0.0)
-
-    def __repr__(self) -> str:
-        return (
-            f"NDCGKernel(top_k={self.top_k}, gain={self.gain!r}, relevance_threshold="
-            f"{self.relevance_threshold!r}, empty={self.empty!r}, ties={self.ties!r})"
-        )
+            ideal_gains = ops.topk(wg, sel.k)[0]
+        idcg = self.cut(sel, ops.cumsum(ideal_gains * disc, axis=1))
+        g_sum, wg_sum = ops.sum(g, axis=1), ops.sum(wg, axis=1)
+        return ListOutput(self.divide(sel, dcg, idcg), ideal_gains[:, 0] > 0, g_sum, wg_sum)

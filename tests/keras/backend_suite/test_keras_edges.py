@@ -26,6 +26,7 @@ Outcomes (the README's "Bad input" table):
 
 from __future__ import annotations
 
+import contextvars
 import threading
 
 import keras
@@ -36,8 +37,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rankstream.core import ranking
-from rankstream.core.metrics import rank_based
+from rankstream.core import backends
 from rankstream.keras import (
     GMR,
     MAP,
@@ -67,8 +67,7 @@ def no_read(monkeypatch):
     """On torch, the accelerator path (nothing read back) on the CPU."""
 
     def force():
-        monkeypatch.setattr(ranking, "FORCE_NO_READ", True)
-        monkeypatch.setattr(rank_based, "FORCE_NO_READ", True)
+        monkeypatch.setattr(backends, "_READ_BACK", contextvars.ContextVar("read_back", default=False))
 
     return force
 

@@ -9,14 +9,18 @@ changes nothing.
 
 from __future__ import annotations
 
+import contextvars
+
 import keras
 import numpy as np
 import pytest
 import torch
 
 import rankstream.ignite as rs_ignite
+from rankstream.core import backends
+from rankstream.core.backends import Context
+from rankstream.core.backends.keras import keras_ops
 from rankstream.core.metrics import rank_based
-from rankstream.core.ops_keras import KerasOps, keras_ops
 from rankstream.keras import (
     GMR,
     MRR,
@@ -361,7 +365,7 @@ def traced_update(metric, monkeypatch):
         return update
     if BACKEND == "tensorflow":
         return _jit(metric.update_state)
-    monkeypatch.setattr(rank_based, "FORCE_NO_READ", True)
+    monkeypatch.setattr(backends, "_READ_BACK", contextvars.ContextVar("read_back", default=False))
     return metric.update_state
 
 
@@ -402,7 +406,8 @@ def test_binary_labels_under_jit_ask_for_indices(monkeypatch):
     metric = HitsAtK(3)
     if BACKEND == "torch":  # no jit here (torch.compile takes minutes): the kernel as traced
         tensors = [keras.ops.convert_to_tensor(a) for a in (s, y_true["labels"], y_true["mask"])]
-        update = lambda *_: metric.kernel.batch_sums(KerasOps(eager=False), *tensors)  # noqa: E731
+        traced = Context(type(keras_ops())(eager=False), read_back=False)
+        update = lambda *_: metric.kernel.batch_sums(traced, *tensors)  # noqa: E731
     else:
         update = traced_update(metric, monkeypatch)
     with pytest.raises(ValueError, match=r"under jit pass the index of the true candidate"):

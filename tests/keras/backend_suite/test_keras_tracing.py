@@ -6,13 +6,15 @@ nothing back either, is forced instead."""
 
 from __future__ import annotations
 
+import contextvars
+
 import keras
 import keras_rs
 import krs_reference as ref
 import numpy as np
 import pytest
 
-from rankstream.core import ranking
+from rankstream.core import backends
 from rankstream.keras import MAP, NDCG
 
 BACKEND = keras.backend.backend()
@@ -38,7 +40,7 @@ def traced(monkeypatch):
             import tensorflow as tf
 
             return tf.function(metric.update_state)
-        monkeypatch.setattr(ranking, "FORCE_NO_READ", True)
+        monkeypatch.setattr(backends, "_READ_BACK", contextvars.ContextVar("read_back", default=False))
         return metric.update_state
 
     return make

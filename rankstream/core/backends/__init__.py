@@ -1,0 +1,241 @@
+"""Array backends: one :class:`Ops` protocol, implemented completely by each backend module.
+
+* :mod:`~rankstream.core.backends.numpy` (the functional forms, :class:`~rankstream.State`),
+* :mod:`~rankstream.core.backends.torch` (the Ignite adapter; torch tensors anywhere),
+* :mod:`~rankstream.core.backends.keras` (the Keras adapter on JAX and TensorFlow; Keras on
+  torch hands torch tensors to the torch backend).
+
+Kernels, ranking and inputs are written once against :class:`Ops` and receive it in a
+:class:`Context` with the rest of what varies per call and per instance: whether values may be
+read back to the host, the tie generator, and the instance's :class:`Workspace` (scratch
+buffers of a backend's fast paths). Nothing outside this package names a backend, and nothing
+here is imported at module import time but numpy: :func:`get_ops` looks at the arrays it is
+given and imports lazily.
+
+Conventions shared by every backend:
+
+* ``topk(x, k)`` works on the last axis and returns ``(values, indices)`` sorted by value,
+  largest first, NaN first; ``native_stable`` says whether equal values come out lowest index
+  first. ``topk_first`` is the exact stable top-k without a host read (or ``None`` where the
+  backend's ``topk`` is already stable and ``topk`` serves).
+* ``acc_dtype`` is the float type of the per-list arithmetic and the state: float64 where the
+  backend and device support it.
+* ``xp`` is the elementwise math namespace (``exp``, ``where``, ...) of the backend, for the
+  kernels' ``compute(sums, xp)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+Array = Any
+
+#: Every method of the protocol (the test suite checks each backend defines each one itself).
+OPS_METHODS = (
+    # reading back and conversion
+    "can_read",
+    "owns",
+    "host_bools",
+    "to_numpy",
+    "asarray",
+    "cast",
+    "acc_dtype",
+    "int_dtype",
+    # dtypes
+    "dtype_name",
+    "is_floating",
+    "is_bool",
+    "is_numeric",
+    "is_complex",
+    # creation and shape
+    "arange",
+    "zeros",
+    "ones_bool",
+    "reshape",
+    "stack",
+    "concat",
+    # selection
+    "topk",
+    "topk_first",
+    "stable_argsort_desc",
+    "take_along",
+    "take",
+    "lookup",
+    "set_rows",
+    "nonzero",
+    "randperm",
+    "generator",
+    # arithmetic
+    "cumsum",
+    "sum",
+    "row_sums",
+    "where",
+    "minimum",
+    "maximum",
+    "log",
+    "log2",
+    "isnan",
+    "isfinite",
+    "any",
+    "all",
+    "and_not",
+    # counting passes (the fast paths, with the instance's workspace)
+    "count_relevant",
+    "row_count",
+    "compare_counts",
+    "exclude",
+)
+
+
+class Ops:
+    """The protocol. Every method is implemented by every backend; see the module docstring."""
+
+    name = "abstract"
+    native_stable = False
+    #: False while a ``jit`` trace is being recorded (nothing can be read back then, and
+    #: data-dependent shapes are impossible)
+    eager = True
+    #: the elementwise math namespace of ``compute(sums, xp)``
+    xp: Any = None
+
+
+def _abstract(name: str) -> Callable[..., Any]:
+    def method(self: Ops, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not implement Ops.{name}")
+
+    method.__name__ = name
+    return method
+
+
+for _name in OPS_METHODS:
+    setattr(Ops, _name, _abstract(_name))
+
+
+class Workspace:
+    """Scratch buffers of ONE metric instance, reused between its updates (fresh large
+    temporaries cost page faults on every batch). Two instances never share one, so metrics
+    updated from two threads are independent; one instance is not for two threads at once."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, tuple[Any, Any]] = {}
+
+    def get(self, role: str, key: Any, make: Callable[[], Any]) -> Any:
+        """The buffer kept under ``role`` when it was made for ``key``, else ``make()``."""
+        held = self._items.get(role)
+        if held is None or held[0] != key:
+            held = (key, make())
+            self._items[role] = held
+        return held[1]
+
+    def put(self, role: str, key: Any, value: Any) -> Any:
+        """Keep ``value`` under ``role`` for ``key`` (replacing what was there); returns it."""
+        self._items[role] = (key, value)
+        return value
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a kernel gets besides the batch: the backend's ops, whether values may be read
+    back to the host (CPU and eager; else bad data is counted, never raised), the tie
+    generator and the instance's workspace."""
+
+    ops: Ops
+    read_back: bool = True
+    generator: Any = None
+    workspace: Workspace = field(default_factory=Workspace)
+
+    @classmethod
+    def of(
+        cls,
+        like: Any,
+        ops: Ops | None = None,
+        *,
+        read_back: bool = True,
+        generator: Any = None,
+        workspace: Workspace | None = None,
+    ) -> Context:
+        """The context for a batch whose scores are ``like`` (reading back only where
+        ``ops.can_read(like)`` and ``read_back``)."""
+        ops = ops or get_ops(like)
+        read = read_back and _READ_BACK.get() and ops.can_read(like)
+        return cls(ops, bool(read), generator, workspace or Workspace())
+
+
+_READ_BACK: contextvars.ContextVar[bool] = contextvars.ContextVar("rankstream_read_back", default=True)
+
+
+@contextlib.contextmanager
+def read_back(enabled: bool) -> Iterator[None]:
+    """Within the block, ``read_back(False)`` makes every update take the path of an
+    accelerator or a ``jit`` trace even on the CPU: no value is read back, bad data is counted
+    into the state instead of raised (``compute()`` raises then). For tests and for checking
+    that path; ``True`` (the default) reads back wherever that is free."""
+    token = _READ_BACK.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _READ_BACK.reset(token)
+
+
+class Runtime:
+    """What one metric instance owns across its updates: its :class:`Workspace` and its tie
+    generator (made once per backend from ``seed`` when ``random_ties``, or the one given, e.g.
+    a Keras ``SeedGenerator``). :meth:`context` makes the :class:`Context` of one update."""
+
+    def __init__(self, random_ties: bool = False, seed: Any = None, generator: Any = None) -> None:
+        self.random_ties = random_ties
+        self.seed = seed
+        self.given = generator
+        self.workspace = Workspace()
+        self._generators: dict[str, Any] = {}
+
+    def generator(self, ops: Ops) -> Any:
+        if not self.random_ties:
+            return None
+        if self.given is not None:
+            return self.given
+        if ops.name not in self._generators:
+            self._generators[ops.name] = ops.generator(self.seed)
+        return self._generators[ops.name]
+
+    def context(self, like: Any, ops: Ops | None = None) -> Context:
+        ops = ops or get_ops(like)
+        read = _READ_BACK.get() and ops.can_read(like)
+        return Context(ops, bool(read), self.generator(ops), self.workspace)
+
+
+def is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+_CACHE: dict[str, Ops] = {}
+
+
+def numpy_ops() -> Ops:
+    ops = _CACHE.get("numpy")
+    if ops is None:
+        from rankstream.core.backends.numpy import NumpyOps
+
+        ops = _CACHE["numpy"] = NumpyOps()
+    return ops
+
+
+def torch_ops() -> Ops:
+    ops = _CACHE.get("torch")
+    if ops is None:
+        from rankstream.core.backends.torch import TorchOps
+
+        ops = _CACHE["torch"] = TorchOps()
+    return ops
+
+
+def get_ops(*arrays: Any) -> Ops:
+    """torch when any of ``arrays`` is a torch tensor (the others are converted to it: torch
+    in, torch out), else numpy (lists, scalars and numpy arrays)."""
+    if any(a is not None and is_torch(a) for a in arrays):
+        return torch_ops()
+    return numpy_ops()

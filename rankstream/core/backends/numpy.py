@@ -1,0 +1,190 @@
+"""numpy backend (float64 everywhere): the functional forms and :class:`~rankstream.State`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rankstream.core.backends import Array, Ops, Workspace
+
+
+class NumpyOps(Ops):
+    name = "numpy"
+    xp = np
+
+    # -- reading back and conversion ------------------------------------------------------
+    def can_read(self, x: Array) -> bool:
+        return True
+
+    def owns(self, x: Any) -> bool:
+        return isinstance(x, (np.ndarray, np.generic))
+
+    def host_bools(self, x: Array) -> list[bool]:
+        return [bool(v) for v in np.asarray(x).reshape(-1)]
+
+    def to_numpy(self, x: Array) -> np.ndarray:
+        return np.asarray(x)
+
+    def asarray(self, x: Any, like: Array = None, dtype: Any = None) -> Array:
+        return np.asarray(x, dtype=dtype)
+
+    def cast(self, x: Array, dtype: Any) -> Array:
+        return np.asarray(x).astype(dtype, copy=False)
+
+    def acc_dtype(self, x: Array) -> Any:
+        return np.float64
+
+    def int_dtype(self) -> Any:
+        return np.int64
+
+    # -- dtypes ---------------------------------------------------------------------------
+    def dtype_name(self, x: Array) -> str:
+        return str(np.asarray(x).dtype)
+
+    def is_floating(self, x: Array) -> bool:
+        return np.issubdtype(np.asarray(x).dtype, np.floating)
+
+    def is_bool(self, x: Array) -> bool:
+        return np.asarray(x).dtype == np.bool_
+
+    def is_numeric(self, x: Array) -> bool:
+        dt = np.asarray(x).dtype
+        return (np.issubdtype(dt, np.number) and dt.kind != "c") or dt == np.bool_
+
+    def is_complex(self, x: Array) -> bool:
+        return np.asarray(x).dtype.kind == "c"
+
+    # -- creation and shape ---------------------------------------------------------------
+    def arange(self, start: int, stop: int, like: Array, dtype: Any) -> Array:
+        return np.arange(start, stop, dtype=dtype)
+
+    def zeros(self, shape: tuple[int, ...], like: Array, dtype: Any) -> Array:
+        return np.zeros(shape, dtype=dtype)
+
+    def ones_bool(self, like: Array) -> Array:
+        return np.ones(like.shape, dtype=bool)
+
+    def reshape(self, x: Array, shape: tuple[int, ...]) -> Array:
+        return np.reshape(x, shape)
+
+    def stack(self, xs: list[Array], axis: int = 0) -> Array:
+        return np.stack(xs, axis=axis)
+
+    def concat(self, xs: list[Array], axis: int = 0) -> Array:
+        return np.concatenate(xs, axis=axis)
+
+    # -- selection ------------------------------------------------------------------------
+    def topk(self, x: Array, k: int) -> tuple[Array, Array]:
+        # NaN ranks first, as in torch.topk, so a NaN check can read the first column.
+        key = np.where(np.isnan(x), -np.inf, -x)
+        n = x.shape[-1]
+        if k >= n:
+            idx = np.argsort(key, axis=-1, kind="stable")
+        else:
+            part = np.argpartition(key, k - 1, axis=-1)[..., :k]
+            order = np.argsort(np.take_along_axis(key, part, -1), axis=-1, kind="stable")
+            idx = np.take_along_axis(part, order, -1)
+        return np.take_along_axis(x, idx, -1), idx
+
+    def topk_first(self, scores: Array, k: int, valid: Array | None) -> tuple[Array, Array] | None:
+        """Exact stable top-k without a read: a full stable sort (numpy always reads back, so
+        this serves only a forced no-read path)."""
+        keys = [np.where(np.isnan(scores), np.inf, scores)]
+        if valid is not None:
+            keys = [np.where(valid, keys[0], -np.inf), valid.astype(np.float64)]
+        idx = self.stable_argsort_desc(keys)[:, :k]
+        nan_rows = np.isnan(np.take_along_axis(scores, idx[:, :1], -1))[:, 0]
+        if valid is not None:
+            nan_rows &= np.take_along_axis(valid, idx[:, :1], -1)[:, 0]
+        return idx, nan_rows
+
+    def stable_argsort_desc(self, keys: list[Array]) -> Array:
+        """Row-wise argsort by ``keys[0]`` descending, ties by ``keys[1]`` descending, ...
+        then by index ascending."""
+        cols = [-k for k in reversed(keys)]  # np.lexsort sorts ascending by the last key first
+        out = np.empty(keys[0].shape, dtype=np.int64)
+        for i in range(keys[0].shape[0]):
+            out[i] = np.lexsort([c[i] for c in cols])
+        return out
+
+    def take_along(self, x: Array, idx: Array) -> Array:
+        return np.take_along_axis(x, idx, -1)
+
+    def take(self, x: Array, idx: Array, axis: int, ws: Workspace | None = None) -> Array:
+        return np.take(x, idx, axis=axis)
+
+    def lookup(self, table: Array, idx: Array) -> Array:
+        return table[idx]
+
+    def set_rows(self, x: Array, rows: Array, values: Array) -> Array:
+        x = x.copy()
+        x[rows] = values
+        return x
+
+    def nonzero(self, x: Array) -> Array:
+        return np.nonzero(x)[0]
+
+    def randperm(self, n: int, like: Array, generator: Any) -> Array:
+        rng = generator if isinstance(generator, np.random.Generator) else np.random.default_rng(generator)
+        return rng.permutation(n)
+
+    def generator(self, seed: Any) -> Any:
+        return np.random.default_rng(seed)
+
+    # -- arithmetic -----------------------------------------------------------------------
+    def cumsum(self, x: Array, axis: int = -1) -> Array:
+        return np.cumsum(x, axis=axis)
+
+    def sum(self, x: Array, axis: Any = None) -> Array:
+        return np.sum(x, axis=axis)
+
+    def row_sums(self, x: Array) -> Array:
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.sum(x, axis=1)
+
+    # elementwise: numpy's own functions
+    where, minimum, maximum = (staticmethod(f) for f in (np.where, np.minimum, np.maximum))
+    log, log2, isnan, isfinite = (staticmethod(f) for f in (np.log, np.log2, np.isnan, np.isfinite))
+
+    def any(self, x: Array, axis: Any = None) -> Array:
+        return np.any(x, axis=axis)
+
+    def all(self, x: Array, axis: Any = None) -> Array:
+        return np.all(x, axis=axis)
+
+    def and_not(self, a: Array, b: Array) -> Array:
+        return a & ~b
+
+    # -- counting passes ------------------------------------------------------------------
+    def count_relevant(
+        self, labels: Array, t: float, strict: bool, valid: Any, dtype: Any, ws: Any = None
+    ) -> Array:
+        """Per row, the number of valid items with ``label > t`` (``strict``) or
+        ``label >= t``."""
+        rel = labels > t if strict else labels >= t
+        if valid is not None:
+            rel = rel & valid
+        return np.sum(rel, axis=-1).astype(dtype)
+
+    def row_count(self, cond: Array, acc: Any, ws: Workspace | None = None) -> Array:
+        """Per row, the number of True entries of a (B, N) bool array, in ``acc``."""
+        return np.count_nonzero(cond, axis=1).astype(acc)
+
+    def compare_counts(
+        self, s: Array, t: Array, acc: Any, need: tuple[bool, bool], ws: Workspace | None = None
+    ) -> tuple[Array | None, Array | None]:
+        """Per row ``(#(s > t), #(s >= t))`` for ``s`` (B, N), ``t`` (B,); only those flagged
+        in ``need`` (``None`` otherwise). NaN compares False."""
+        tc = t[:, None]
+        gt = self.row_count(s > tc, acc) if need[0] else None
+        ge = self.row_count(s >= tc, acc) if need[1] else None
+        return gt, ge
+
+    def exclude(
+        self, scores: Array, keep: Array | None, drop: Array | None = None, ws: Workspace | None = None
+    ) -> Array:
+        """``scores`` with ``-inf`` where ``keep`` is False or ``drop`` is True."""
+        if keep is None:
+            return np.where(drop, -np.inf, scores)
+        return np.where(keep, scores, -np.inf)

@@ -1,0 +1,334 @@
+"""torch backend: everything stays on the input's device; float64 accumulation except on
+devices without float64 (MPS), where float32 is used.
+
+CPU fast paths (measured): a bool compare-and-count of a large array is several times slower
+than float arithmetic, and fresh 80 MB temporaries pay page faults on every batch, so the
+counting passes write 0/1 floats into buffers of the instance's :class:`Workspace` and reduce
+them with a matrix-vector product. On accelerators the plain ops are used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rankstream.core.backends import Array, Ops, Workspace
+
+_NUMPY_TO_TORCH = {np.float64: torch.float64, np.float32: torch.float32, np.int64: torch.int64}
+
+
+class _TorchMath:
+    """The elementwise namespace of ``compute`` on torch tensors (names as numpy's)."""
+
+    exp, expm1, sqrt, log, abs = torch.exp, torch.expm1, torch.sqrt, torch.log, torch.abs
+    isinf, isnan, where, signbit = torch.isinf, torch.isnan, torch.where, torch.signbit
+
+    @staticmethod
+    def maximum(a: Any, b: Any) -> Array:
+        return _bound(a, b, "min")
+
+    @staticmethod
+    def minimum(a: Any, b: Any) -> Array:
+        return _bound(a, b, "max")
+
+    @staticmethod
+    def power(a: Any, b: Any) -> Array:
+        return torch.pow(a, b)
+
+
+def _count_dtype(n: int) -> Any:
+    # 0/1 values summed in float32 are exact while a row total stays below 2^24.
+    return torch.float32 if n < (1 << 24) else torch.float64
+
+
+def _buffer(ws: Workspace, role: str, shape: tuple[int, ...], dtype: Any) -> torch.Tensor:
+    """A CPU buffer of the workspace: it grows to the largest size asked for, smaller requests
+    get a view of its start."""
+    size = int(np.prod(shape, dtype=np.int64))
+    held = ws.get(role, dtype, lambda: torch.empty(size, dtype=dtype))
+    if held.numel() < size:
+        held = ws.put(role, dtype, torch.empty(size, dtype=dtype))
+    return held[:size].view(shape)
+
+
+def _bound(a: Any, b: Any, side: str) -> Array:
+    """``minimum`` (``side="max"``: clamp from above) or ``maximum`` of tensors or numbers."""
+    if not isinstance(b, torch.Tensor):
+        return torch.clamp(a, **{side: b})
+    if not isinstance(a, torch.Tensor):
+        return torch.clamp(b, **{side: a})
+    return (torch.minimum if side == "max" else torch.maximum)(a, b)
+
+
+def _cpu(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.device.type == "cpu"
+
+
+class TorchOps(Ops):
+    name = "torch"
+    xp = _TorchMath
+
+    # -- reading back and conversion ------------------------------------------------------
+    def can_read(self, x: Array) -> bool:
+        dev = getattr(x, "device", None)
+        return not isinstance(dev, torch.device) or dev.type == "cpu"
+
+    def owns(self, x: Any) -> bool:
+        return isinstance(x, torch.Tensor)
+
+    def host_bools(self, x: Array) -> list[bool]:
+        return [bool(v) for v in x.reshape(-1).tolist()]
+
+    def to_numpy(self, x: Array) -> np.ndarray:
+        if isinstance(x, torch.Tensor):
+            return x.detach().cpu().numpy()
+        return np.asarray(x)
+
+    def asarray(self, x: Any, like: Array = None, dtype: Any = None) -> Array:
+        device = like.device if like is not None and hasattr(like, "device") else None
+        if isinstance(dtype, type) and issubclass(dtype, np.generic):
+            dtype = _NUMPY_TO_TORCH[dtype]
+        if isinstance(x, np.ndarray) and x.dtype == np.bool_:
+            x = x.copy()
+        return torch.as_tensor(x, dtype=dtype, device=device)
+
+    def cast(self, x: Array, dtype: Any) -> Array:
+        return x.to(dtype)
+
+    def acc_dtype(self, x: Array) -> Any:
+        dev = getattr(x, "device", None)
+        return torch.float32 if dev is not None and dev.type == "mps" else torch.float64
+
+    def int_dtype(self) -> Any:
+        return torch.int64
+
+    # -- dtypes ---------------------------------------------------------------------------
+    def dtype_name(self, x: Array) -> str:
+        return str(x.dtype).replace("torch.", "")
+
+    def is_floating(self, x: Array) -> bool:
+        return x.is_floating_point()
+
+    def is_bool(self, x: Array) -> bool:
+        return x.dtype == torch.bool
+
+    def is_numeric(self, x: Array) -> bool:
+        return not x.is_complex()
+
+    def is_complex(self, x: Array) -> bool:
+        return bool(x.is_complex())
+
+    # -- creation and shape ---------------------------------------------------------------
+    def arange(self, start: int, stop: int, like: Array, dtype: Any) -> Array:
+        return torch.arange(start, stop, device=like.device, dtype=dtype)
+
+    def zeros(self, shape: tuple[int, ...], like: Array, dtype: Any) -> Array:
+        return torch.zeros(shape, device=like.device, dtype=dtype)
+
+    def ones_bool(self, like: Array) -> Array:
+        return torch.ones(like.shape, dtype=torch.bool, device=like.device)
+
+    def reshape(self, x: Array, shape: tuple[int, ...]) -> Array:
+        return x.reshape(shape)
+
+    def stack(self, xs: list[Array], axis: int = 0) -> Array:
+        return torch.stack(xs, dim=axis)
+
+    def concat(self, xs: list[Array], axis: int = 0) -> Array:
+        return torch.cat(xs, dim=axis)
+
+    # -- selection ------------------------------------------------------------------------
+    def topk(self, x: Array, k: int) -> tuple[Array, Array]:
+        return torch.topk(x, k, dim=-1, largest=True, sorted=True)
+
+    def topk_first(self, scores: Array, k: int, valid: Array | None) -> tuple[Array, Array] | None:
+        """Exact top-``k`` with ties broken by index (earlier first) and masked items last,
+        in ONE ``topk`` and no host read: each score is mapped to an order-preserving int32
+        (sign-magnitude to two's complement, with -0.0 folded onto +0.0) and packed with the
+        inverted column index into an int64 key. Returns ``(indices, nan_rows)``; NaN maps
+        above +inf, as ``torch.topk`` orders it. ``None`` when the scores are not a float
+        type of at most 32 bits (float64 takes a full stable sort)."""
+        if scores.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            return self._sorted_first(scores, k, valid)
+        n = scores.shape[-1]
+        x = scores.to(torch.float32) + 0.0  # -0.0 + 0.0 == +0.0
+        bits = x.view(torch.int32)
+        ordered = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+        inv_index = (n - 1) - torch.arange(n, device=scores.device, dtype=torch.int64)
+        key = (ordered.to(torch.int64) << 32) | inv_index
+        if valid is not None:
+            key = torch.where(valid, key, torch.iinfo(torch.int64).min)
+        top = torch.topk(key, k, dim=-1, largest=True, sorted=True)
+        nan_rows = torch.isnan(torch.gather(x, -1, top.indices[:, :1]))[:, 0]
+        if valid is not None:
+            nan_rows = nan_rows & torch.gather(valid, -1, top.indices[:, :1])[:, 0]
+        return top.indices, nan_rows
+
+    def _sorted_first(self, scores: Array, k: int, valid: Array | None) -> tuple[Array, Array]:
+        s = torch.where(torch.isnan(scores), float("inf"), scores) + 0.0
+        keys = [s] if valid is None else [torch.where(valid, s, float("-inf")), valid.to(s.dtype)]
+        idx = self.stable_argsort_desc(keys)[:, :k]
+        nan_rows = torch.isnan(torch.gather(scores, -1, idx[:, :1]))[:, 0]
+        if valid is not None:
+            nan_rows = nan_rows & torch.gather(valid, -1, idx[:, :1])[:, 0]
+        return idx, nan_rows
+
+    def stable_argsort_desc(self, keys: list[Array]) -> Array:
+        # Sort by the least significant key first; stable sorts keep the earlier order
+        # (and so the index order) among equal values.
+        order = None
+        for key in reversed(keys):
+            k = key if order is None else torch.gather(key, -1, order)
+            o = torch.sort(k, dim=-1, descending=True, stable=True).indices
+            order = o if order is None else torch.gather(order, -1, o)
+        return order
+
+    def take_along(self, x: Array, idx: Array) -> Array:
+        return torch.gather(x, -1, idx)
+
+    def take(self, x: Array, idx: Array, axis: int, ws: Workspace | None = None) -> Array:
+        if ws is None or not _cpu(x):
+            return torch.index_select(x, axis, idx)
+        shape = list(x.shape)
+        shape[axis] = int(idx.shape[0])
+        return torch.index_select(x, axis, idx, out=_buffer(ws, f"take{axis}", tuple(shape), x.dtype))
+
+    def lookup(self, table: Array, idx: Array) -> Array:
+        return table[idx]
+
+    def set_rows(self, x: Array, rows: Array, values: Array) -> Array:
+        x = x.clone()
+        x[rows] = values
+        return x
+
+    def nonzero(self, x: Array) -> Array:
+        return torch.nonzero(x, as_tuple=True)[0]
+
+    def randperm(self, n: int, like: Array, generator: Any) -> Array:
+        if not isinstance(generator, torch.Generator):
+            generator = self.generator(generator)
+        return torch.randperm(n, generator=generator).to(like.device)
+
+    def generator(self, seed: Any) -> Any:
+        g = torch.Generator(device="cpu")
+        if seed is None:
+            g.seed()
+        else:
+            g.manual_seed(int(seed))
+        return g
+
+    # -- arithmetic -----------------------------------------------------------------------
+    def cumsum(self, x: Array, axis: int = -1) -> Array:
+        return torch.cumsum(x, dim=axis)
+
+    def sum(self, x: Array, axis: Any = None) -> Array:
+        return torch.sum(x) if axis is None else torch.sum(x, dim=axis)
+
+    def row_sums(self, x: Array) -> Array:
+        return torch.sum(x, dim=1)
+
+    def where(self, c: Array, a: Any, b: Any) -> Array:
+        return torch.where(c, a, b)
+
+    def minimum(self, a: Any, b: Any) -> Array:
+        return _bound(a, b, "max")
+
+    def maximum(self, a: Any, b: Any) -> Array:
+        return _bound(a, b, "min")
+
+    log, log2, isnan, isfinite = (
+        staticmethod(f) for f in (torch.log, torch.log2, torch.isnan, torch.isfinite)
+    )
+
+    def any(self, x: Array, axis: Any = None) -> Array:
+        return torch.any(x) if axis is None else torch.any(x, dim=axis)
+
+    def all(self, x: Array, axis: Any = None) -> Array:
+        return torch.all(x) if axis is None else torch.all(x, dim=axis)
+
+    def and_not(self, a: Array, b: Array) -> Array:
+        return a > b  # one pass on bool tensors: a & ~b
+
+    # -- counting passes ------------------------------------------------------------------
+    def count_relevant(
+        self, labels: Array, t: float, strict: bool, valid: Any, dtype: Any, ws: Any = None
+    ) -> Array:
+        """Per row, the number of valid items with ``label > t`` (``strict``) or
+        ``label >= t``. On CPU the indicator is ``ceil(clamp(d, 0, 1))``, exactly
+        ``[d > 0]`` for any float ``d``, built in a workspace buffer (one, the size of the
+        labels)."""
+        if labels.device.type != "cpu" or ws is None:
+            rel = labels > t if strict else labels >= t
+            if valid is not None:
+                rel = rel & valid
+            return rel.sum(dim=-1, dtype=dtype)
+        buf = ws.get(
+            "relevant",
+            (tuple(labels.shape), labels.dtype),
+            lambda: torch.empty_like(labels, memory_format=torch.contiguous_format),
+        )
+        if strict and t == 0:
+            torch.clamp(labels, 0.0, 1.0, out=buf)
+        else:
+            if strict:
+                torch.sub(labels, t, out=buf)  # label > t  <=>  label - t > 0
+            else:
+                torch.sub(t, labels, out=buf)  # label >= t <=>  not (t - label > 0)
+            buf.clamp_(0.0, 1.0)
+        buf.ceil_()
+        if not strict:
+            buf.neg_().add_(1.0)
+        if valid is not None:
+            buf.mul_(valid)
+        # Sum in the buffer's dtype (exact for counts below 2^24 in float32; a casting sum to
+        # float64 is an order of magnitude slower on CPU), then cast the (B,) result.
+        if labels.shape[-1] >= 2**24 and buf.dtype != torch.float64:
+            buf = buf.double()
+        return buf.sum(dim=-1).to(dtype)
+
+    def row_count(self, cond: Array, acc: Any, ws: Workspace | None = None) -> Array:
+        """Per row, the number of True entries of a (B, N) bool array, in ``acc``."""
+        if not _cpu(cond) or ws is None:
+            return cond.sum(dim=1).to(acc)
+        b, n = cond.shape
+        buf = _buffer(ws, "count", (b, n), _count_dtype(n))
+        buf.copy_(cond)
+        return torch.mv(buf, _buffer(ws, "ones", (n,), buf.dtype).fill_(1.0)).to(acc)
+
+    def compare_counts(
+        self, s: Array, t: Array, acc: Any, need: tuple[bool, bool], ws: Workspace | None = None
+    ) -> tuple[Array | None, Array | None]:
+        """Per row ``(#(s > t), #(s >= t))`` for ``s`` (B, N), ``t`` (B,); only those flagged
+        in ``need``. NaN compares False. On CPU each comparison is written as 0/1 floats into
+        a workspace buffer and reduced with a matrix-vector product."""
+        tc = t[:, None]
+        if not _cpu(s) or ws is None:
+            gt = (s > tc).sum(dim=1).to(acc) if need[0] else None
+            ge = (s >= tc).sum(dim=1).to(acc) if need[1] else None
+            return gt, ge
+        b, n = s.shape
+        buf = _buffer(ws, "count", (b, n), _count_dtype(n))
+        ones = _buffer(ws, "ones", (n,), buf.dtype).fill_(1.0)
+        out = []
+        for flag, cmp in zip(need, (torch.gt, torch.ge), strict=True):
+            if flag:
+                cmp(s, tc, out=buf)
+                out.append(torch.mv(buf, ones).to(acc))
+            else:
+                out.append(None)
+        return out[0], out[1]
+
+    def exclude(
+        self, scores: Array, keep: Array | None, drop: Array | None = None, ws: Workspace | None = None
+    ) -> Array:
+        """``scores`` with ``-inf`` where ``keep`` is False or ``drop`` is True (into a
+        workspace buffer on CPU)."""
+        fill = torch.full((), float("-inf"), dtype=scores.dtype, device=scores.device)
+        if not _cpu(scores) or ws is None:
+            return torch.where(drop, fill, scores) if keep is None else torch.where(keep, scores, fill)
+        out = _buffer(ws, "scores", tuple(scores.shape), scores.dtype)
+        if keep is None:
+            return torch.where(drop, fill, scores, out=out)
+        return torch.where(keep, scores, fill, out=out)
