@@ -108,3 +108,21 @@ def test_no_backend_names_framework_imports_or_hooks_outside_the_backends():
         for hook in ("FORCE_NO_READ", "_cache", "threading"):
             assert hook not in source, f"{path} holds {hook}"
     assert inspect.getsource(backends).count("import torch") == 0
+
+
+def test_functional_forms_take_their_kernels_arguments_and_defaults():
+    from dataclasses import fields
+
+    from rankstream import MAPKernel, NDCGKernel, map_at_k, ndcg_at_k
+    from rankstream.core.metrics.lists import ListConventions
+
+    for fn, kernel in ((map_at_k, MAPKernel), (ndcg_at_k, NDCGKernel)):
+        params = inspect.signature(fn).parameters
+        own = inspect.signature(kernel.__init__).parameters
+        for name, p in own.items():
+            if name not in ("self", "top_k", "conventions"):
+                assert params[name].default == p.default, (fn.__name__, name)
+        for f in fields(ListConventions):
+            want = own[f.name].default if f.name in own else f.default
+            assert params[f.name].default == want, (fn.__name__, f.name)
+        assert params["k"].default == own["top_k"].default
