@@ -18,7 +18,7 @@ import argparse
 import torch
 
 from benchmarks.common import markdown_table, median_ms
-from rankstream.ignite import MRR, RankBasedMetrics
+from rankstream.ignite import InverseHarmonicMeanRank, RankBasedMetrics
 
 KS = (1, 3, 10)
 
@@ -51,7 +51,7 @@ def run(quick: bool = False) -> list[dict]:
     floor_cmp = median_ms(lambda: one_comparison(s, t, buf), repeat, warmup=2)
     cases = [
         ("index, no mask, all metrics", RankBasedMetrics(KS), (s, d["target"])),
-        ("index, no mask, MRR only", MRR(), (s, d["target"])),
+        ("index, no mask, MRR only", InverseHarmonicMeanRank(), (s, d["target"])),
         ("index, ragged mask, all metrics", RankBasedMetrics(KS), (s, d["target"], {"mask": d["mask"]})),
         (
             f"labels, {int(d['labels'].sum(1).max())} slots, all metrics",

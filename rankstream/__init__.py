@@ -11,20 +11,52 @@ Core API (no framework needed)::
 Framework adapters: ``rankstream.ignite`` and ``rankstream.keras``.
 """
 
-from rankstream.core.functional import map_at_k, ndcg_at_k
+from rankstream.core.functional import (
+    dcg_at_k,
+    hit_rate_at_k,
+    map_at_k,
+    ndcg_at_k,
+    precision_at_k,
+    r_precision,
+    recall_at_k,
+    reciprocal_rank_at_k,
+)
 from rankstream.core.inputs import IntegerScoresWarning
-from rankstream.core.metrics import MAPKernel, NDCGKernel
+from rankstream.core.metrics import (
+    DCGKernel,
+    HitRateKernel,
+    ListMetrics,
+    MAPKernel,
+    NDCGKernel,
+    PrecisionKernel,
+    RecallKernel,
+    ReciprocalRankKernel,
+    RPrecisionKernel,
+)
 from rankstream.core.state import NotComputableError, State, merge
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DCGKernel",
+    "HitRateKernel",
     "IntegerScoresWarning",
+    "ListMetrics",
     "MAPKernel",
     "NDCGKernel",
     "NotComputableError",
+    "PrecisionKernel",
+    "RPrecisionKernel",
+    "RecallKernel",
+    "ReciprocalRankKernel",
     "State",
+    "dcg_at_k",
+    "hit_rate_at_k",
     "map_at_k",
     "merge",
     "ndcg_at_k",
+    "precision_at_k",
+    "r_precision",
+    "recall_at_k",
+    "reciprocal_rank_at_k",
 ]

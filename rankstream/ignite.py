@@ -21,27 +21,41 @@ if tuple(int(p) for p in _re.findall(r"\d+", _ignite_version)[:3]) < (0, 5, 1):
     )
 
 from rankstream.adapters.ignite import (
+    DCG,
     GMR,
     MAP,
     MRR,
     NDCG,
     ArithmeticMeanRank,
     GeometricMeanRank,
+    HitRate,
     HitsAtK,
     InverseHarmonicMeanRank,
     KernelMetric,
+    ListMetrics,
+    MeanReciprocalRank,
+    Precision,
     RankBasedMetrics,
+    Recall,
+    RPrecision,
 )
 
 __all__ = [
+    "DCG",
     "GMR",
     "MAP",
     "MRR",
     "NDCG",
     "ArithmeticMeanRank",
     "GeometricMeanRank",
+    "HitRate",
     "HitsAtK",
     "InverseHarmonicMeanRank",
     "KernelMetric",
+    "ListMetrics",
+    "MeanReciprocalRank",
+    "Precision",
+    "RPrecision",
     "RankBasedMetrics",
+    "Recall",
 ]

@@ -1,9 +1,12 @@
 """rankstream metrics as Keras 3 metrics (``from rankstream.keras import NDCG, MAP, HitsAtK``).
 
-Drop-ins for ``keras_rs.metrics.NDCG`` and ``keras_rs.metrics.MeanAveragePrecision``, and the
-rank-based metrics (Hits@k, MRR, GMR, mean rank, each with its expectation, variance, adjusted
-and z forms; ``RankBasedMetrics`` for all of them in one pass), on the torch, JAX and
-TensorFlow backends, built on the same core as ``rankstream.ignite``.
+Drop-ins for the six ranking metrics of ``keras_rs.metrics`` (``NDCG``, ``DCG``,
+``MeanAveragePrecision`` / ``MAP``, ``MeanReciprocalRank`` / ``MRR``, ``PrecisionAtK``,
+``RecallAtK``) with ``HitRateAtK`` and ``RPrecision`` in the same conventions, and the
+rank-based metrics (Hits@k, PyKEEN's per-positive MRR ``InverseHarmonicMeanRank``, GMR, mean
+rank, each with its expectation, variance, adjusted and z forms; ``RankBasedMetrics`` for all
+of them in one pass), on the torch, JAX and TensorFlow backends, built on the same core as
+``rankstream.ignite``.
 
 Needs Keras 3 and one backend: ``pip install "rankstream[keras]" jax`` (or ``tensorflow``, or
 ``torch``); ``KERAS_BACKEND`` picks the backend, as for Keras itself.
@@ -37,33 +40,47 @@ if tuple(int(p) for p in _re.findall(r"\d+", _keras.__version__)[:2]) < (3, 6):
     )
 
 from rankstream.adapters.keras import (
+    DCG,
     GMR,
     MAP,
     MRR,
     NDCG,
     ArithmeticMeanRank,
     GeometricMeanRank,
+    HitRateAtK,
     HitsAtK,
     InverseHarmonicMeanRank,
     KernelMetric,
+    ListMetrics,
     MeanAveragePrecision,
+    MeanReciprocalRank,
+    PrecisionAtK,
     RankBasedMetrics,
+    RecallAtK,
+    RPrecision,
     default_gain_fn,
     default_rank_discount_fn,
 )
 
 __all__ = [
+    "DCG",
     "GMR",
     "MAP",
     "MRR",
     "NDCG",
     "ArithmeticMeanRank",
     "GeometricMeanRank",
+    "HitRateAtK",
     "HitsAtK",
     "InverseHarmonicMeanRank",
     "KernelMetric",
+    "ListMetrics",
     "MeanAveragePrecision",
+    "MeanReciprocalRank",
+    "PrecisionAtK",
+    "RPrecision",
     "RankBasedMetrics",
+    "RecallAtK",
     "default_gain_fn",
     "default_rank_discount_fn",
 ]

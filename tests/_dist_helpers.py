@@ -121,7 +121,7 @@ def _cases() -> dict[str, Case]:
     # One line per metric.
     rank_based: list[tuple[str, Callable[..., Any]]] = [
         ("hits", _rank_metric("HitsAtK", k=[1, 3])),
-        ("mrr", _rank_metric("MRR")),
+        ("mrr", _rank_metric("InverseHarmonicMeanRank")),
         ("gmr", _rank_metric("GMR")),
         ("amr", _rank_metric("ArithmeticMeanRank")),
         ("rank_based", _rank_metric("RankBasedMetrics", ks=[1, 3, 10])),

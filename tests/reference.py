@@ -96,3 +96,82 @@ def mean_over_lists(
         num += w * v
         den += w
     return num / den if den > 0 else None
+
+
+def _relevant(y: float, threshold: float | None) -> bool:
+    return y > 0 if threshold is None else y >= threshold
+
+
+def precision(
+    scores: Sequence[float],
+    labels: Sequence[float],
+    k: int,
+    *,
+    valid: Sequence[bool] | None = None,
+    denominator: str = "k",
+    threshold: float | None = None,
+) -> float | None:
+    """P@k of one list (over ``k``, or over ``min(k, n)`` for ``"valid"``), or None when the
+    list holds no relevant item."""
+    order = ranked_items(scores, valid)
+    if not any(_relevant(labels[i], threshold) for i in order):
+        return None
+    hits = sum(1 for i in order[:k] if _relevant(labels[i], threshold))
+    return hits / (k if denominator == "k" else min(k, len(order)))
+
+
+def recall(scores, labels, k, *, valid=None, threshold=None) -> float | None:
+    """R@k of one list, or None when it holds no relevant item."""
+    order = ranked_items(scores, valid)
+    r = sum(1 for i in order if _relevant(labels[i], threshold))
+    if r == 0:
+        return None
+    return sum(1 for i in order[:k] if _relevant(labels[i], threshold)) / r
+
+
+def hit_rate(scores, labels, k, *, valid=None, threshold=None) -> float | None:
+    """1.0 when a relevant item is in the top k, else 0.0; None without a relevant item."""
+    order = ranked_items(scores, valid)
+    if not any(_relevant(labels[i], threshold) for i in order):
+        return None
+    return 1.0 if any(_relevant(labels[i], threshold) for i in order[:k]) else 0.0
+
+
+def reciprocal_rank(scores, labels, k, *, valid=None, threshold=None) -> float | None:
+    """1 / rank of the first relevant item if within the top k, else 0; None without one."""
+    order = ranked_items(scores, valid)
+    if not any(_relevant(labels[i], threshold) for i in order):
+        return None
+    for j, i in enumerate(order[:k], start=1):
+        if _relevant(labels[i], threshold):
+            return 1.0 / j
+    return 0.0
+
+
+def dcg(
+    scores,
+    labels,
+    k,
+    *,
+    valid=None,
+    gain: Callable[[float], float] = lambda y: 2.0**y - 1.0,
+    discount: Callable[[int], float] = lambda j: 1.0 / math.log2(j + 1),
+    threshold: float | None = None,
+) -> float | None:
+    """DCG@k of one list (labels below ``threshold`` count as 0), or None when it holds no
+    relevant item (a label > 0, or >= threshold)."""
+    order = ranked_items(scores, valid)
+    if not any(_relevant(labels[i], threshold) for i in order):
+        return None
+    rel = [float(labels[i]) if threshold is None or labels[i] >= threshold else 0.0 for i in order]
+    return sum(gain(y) * discount(j) for j, y in enumerate(rel[:k], start=1))
+
+
+def r_precision(scores, labels, k=None, *, valid=None, threshold=None) -> float | None:
+    """Precision at R (the list's number of relevant items); ``k`` is ignored (it lets
+    :func:`mean_over_lists` call it). None without a relevant item."""
+    order = ranked_items(scores, valid)
+    r = sum(1 for i in order if _relevant(labels[i], threshold))
+    if r == 0:
+        return None
+    return sum(1 for i in order[:r] if _relevant(labels[i], threshold)) / r

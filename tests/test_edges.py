@@ -29,10 +29,10 @@ from rankstream.core.metrics.rank_based import RankKernel
 from rankstream.ignite import (
     GMR,
     MAP,
-    MRR,
     NDCG,
     ArithmeticMeanRank,
     HitsAtK,
+    InverseHarmonicMeanRank,
     RankBasedMetrics,
 )
 
@@ -47,7 +47,7 @@ IGNITE = {
     "NDCG": lambda: NDCG(top_k=[2, 5]),
     "NDCG_callable_gain": lambda: NDCG(top_k=[3], gain_function=lambda v: v * v, relevance_threshold=None),
     "HitsAtK": lambda: HitsAtK(k=[1, 3]),
-    "MRR": lambda: MRR(),
+    "InverseHarmonicMeanRank": lambda: InverseHarmonicMeanRank(),
     "GMR": lambda: GMR(),
     "ArithmeticMeanRank": lambda: ArithmeticMeanRank(),
     "RankBasedMetrics": lambda: RankBasedMetrics(ks=[1, 3]),
@@ -332,7 +332,7 @@ def test_a_masked_non_finite_label_is_not_in_the_list():
 
 
 def test_a_state_of_another_metric_is_refused_whole():
-    src = MRR()
+    src = InverseHarmonicMeanRank()
     src.reset()
     src.update((torch.tensor([[0.3, 0.2, 0.1]]), torch.tensor([1])))
     dst = HitsAtK(1)

@@ -28,7 +28,6 @@ from rankstream.core.metrics.rank_based import RankKernel, per_task_ranks
 from rankstream.core.state import State
 from rankstream.ignite import (
     GMR,
-    MRR,
     ArithmeticMeanRank,
     GeometricMeanRank,
     HitsAtK,
@@ -462,7 +461,7 @@ def test_no_read_back_path_counts_bad_rows_and_compute_raises(monkeypatch):
             np.testing.assert_allclose(st_.sums[key], ref_[key], rtol=1e-13, atol=1e-13)
     with pytest.raises(ValueError, match="4 row"):
         st_.compute()
-    m = MRR()
+    m = InverseHarmonicMeanRank()
     m.update((torch.as_tensor(bad_s), torch.as_tensor(bad_y), {"mask": torch.as_tensor(bad_m)}))
     with pytest.raises(ValueError, match="counted and reported"):
         m.compute()
@@ -520,7 +519,7 @@ def test_ignite_engine_run_flattens_the_dict_and_matches_pykeen():
     assert isinstance(metrics["ranking"], dict)
     for cls, key in [
         (lambda: HitsAtK(k=3), "hits_at_3"),
-        (lambda: MRR(), "inverse_harmonic_mean_rank"),
+        (lambda: InverseHarmonicMeanRank(), "inverse_harmonic_mean_rank"),
         (lambda: InverseHarmonicMeanRank(output="z"), "z_inverse_harmonic_mean_rank"),
         (lambda: GMR(output="adjusted"), "adjusted_geometric_mean_rank_index"),
         (lambda: GeometricMeanRank(output="expected"), "expected_geometric_mean_rank"),
@@ -549,7 +548,7 @@ def test_ignite_state_dict_round_trip_and_reset():
 
 
 def test_ignite_no_tasks_is_not_computable():
-    m = MRR()
+    m = InverseHarmonicMeanRank()
     m.update((torch.rand(4, 6), torch.zeros(4, 6)))
     with pytest.raises(NotComputableError):
         m.compute()
@@ -585,7 +584,7 @@ def test_k_must_be_positive_ints(bad):
 
 def test_constructor_arguments_are_checked():
     with pytest.raises(ValueError, match="rank_type"):
-        MRR(rank_type="average")
+        InverseHarmonicMeanRank(rank_type="average")
     with pytest.raises(ValueError, match="rank_type"):
         RankBasedMetrics(rank_type=None)
     with pytest.raises(ValueError, match="output"):

@@ -20,23 +20,39 @@ from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
 
 from rankstream.core.backends import torch_ops
 from rankstream.core.inputs import unpack_output
-from rankstream.core.metrics.map import MAPKernel
-from rankstream.core.metrics.ndcg import NDCGKernel
+from rankstream.core.metrics import (
+    DCGKernel,
+    HitRateKernel,
+    MAPKernel,
+    NDCGKernel,
+    PrecisionKernel,
+    RecallKernel,
+    ReciprocalRankKernel,
+    RPrecisionKernel,
+)
+from rankstream.core.metrics.collection import ListMetrics as CollectionKernel
+from rankstream.core.metrics.lists import ListKernel
 from rankstream.core.metrics.rank_based import RankKernel
 from rankstream.core.state import Kernel, flat_size, join_flat, pack_state, result, split_flat, unpack_state
 from rankstream.core.state import NotComputableError as CoreNotComputable
 
 __all__ = [
+    "DCG",
     "GMR",
     "MAP",
     "MRR",
     "NDCG",
     "ArithmeticMeanRank",
     "GeometricMeanRank",
+    "HitRate",
     "HitsAtK",
     "InverseHarmonicMeanRank",
     "KernelMetric",
+    "MeanReciprocalRank",
+    "Precision",
+    "RPrecision",
     "RankBasedMetrics",
+    "Recall",
 ]
 
 
@@ -306,6 +322,169 @@ class NDCG(KernelMetric):
         super().__init__(kernel, output_transform, device, skip_unrolling)
 
 
+class _ListMetric(KernelMetric):
+    """A binary list metric at k: ``_kernel`` with ignite's arguments (``top_k``,
+    ``ignore_zero_hits``, ``output_transform``, ``device``, ``skip_unrolling``) and keyword-only
+    ``relevance_threshold`` (None: ``y > 0``; ``t``: ``y >= t``), ``ties``, ``seed``. ``compute()``
+    returns a list ordered by sorted ``top_k``; ``k`` past the end of a list is clipped."""
+
+    _kernel_cls: type[ListKernel]
+
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        *,
+        relevance_threshold: float | None = None,
+        ties: str = "first",
+        seed: int | None = None,
+        **options: Any,
+    ) -> None:
+        empty = "skip" if ignore_zero_hits else "zero"
+        conventions = dict(relevance_threshold=relevance_threshold, empty=empty, ties=ties, seed=seed)
+        kernel = self._kernel_cls(top_k, **options, **conventions)
+        self.top_k, self.ignore_zero_hits = kernel.top_k, ignore_zero_hits
+        super().__init__(kernel, output_transform, device, skip_unrolling)
+
+
+class Precision(_ListMetric):
+    """Precision@k: relevant items in the top ``k`` over ``k`` (``denominator="k"``, trec_eval and
+    torchmetrics) or over ``min(k, items in the list)`` (``"valid"``, keras-rs). Arguments as
+    :class:`_ListMetric` plus keyword-only ``denominator``."""
+
+    _kernel_cls = PrecisionKernel
+
+    def __init__(
+        self, top_k: int | list[int] = 10, *args: Any, denominator: str = "k", **kwargs: Any
+    ) -> None:
+        super().__init__(top_k, *args, denominator=denominator, **kwargs)
+
+
+class Recall(_ListMetric):
+    """Recall@k: relevant items in the top ``k`` over all relevant items of the list; arguments
+    as :class:`_ListMetric`."""
+
+    _kernel_cls = RecallKernel
+
+
+class HitRate(_ListMetric):
+    """Hit rate@k, a drop-in for ``ignite.metrics.rec_sys.HitRate`` (0.5.5): 1 when a relevant
+    item (``y > 0``) is in the top ``k``; same arguments and defaults (``top_k=1``,
+    ``ignore_zero_hits=True``), ``k`` past the end of a list clipped (ignite raises there), plus
+    the keyword-only arguments of :class:`_ListMetric`."""
+
+    _kernel_cls = HitRateKernel
+
+    def __init__(
+        self,
+        top_k: int | list[int] = 1,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        *,
+        relevance_threshold: float | None = None,
+        ties: str = "first",
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(
+            top_k, ignore_zero_hits, output_transform, device, skip_unrolling,
+            relevance_threshold=relevance_threshold, ties=ties, seed=seed,
+        )  # fmt: skip
+
+
+class MeanReciprocalRank(_ListMetric):
+    """MRR@k, list-wise: the mean over the lists of ``1 / rank`` of the first relevant item
+    within the top ``k`` (0 if none), as keras-rs ``MeanReciprocalRank``, torchmetrics
+    ``RetrievalMRR`` and trec_eval RR (PyKEEN's per-positive MRR is
+    :class:`InverseHarmonicMeanRank`); arguments as :class:`_ListMetric`."""
+
+    _kernel_cls = ReciprocalRankKernel
+
+
+class DCG(_ListMetric):
+    """Unnormalised DCG@k, the numerator of :class:`NDCG`, with its arguments and defaults
+    (``relevance_threshold=1.0``, ``gain_function="exp_rank"``, keyword-only ``discount``)."""
+
+    _kernel_cls = DCGKernel
+
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        ignore_zero_hits: bool = True,
+        relevance_threshold: float | None = 1.0,
+        gain_function: str | Callable[[Any], Any] = "exp_rank",
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        *,
+        discount: Callable[[Any], Any] | None = None,
+        ties: str = "first",
+        seed: int | None = None,
+    ) -> None:
+        self.relevance_threshold, self.gain_function = relevance_threshold, gain_function
+        super().__init__(
+            top_k, ignore_zero_hits, output_transform, device, skip_unrolling,
+            relevance_threshold=relevance_threshold, ties=ties, seed=seed,
+            gain=gain_function, discount=discount,
+        )  # fmt: skip
+
+
+class RPrecision(KernelMetric):
+    """R-precision: precision at ``R``, the list's number of relevant items (trec_eval Rprec,
+    torchmetrics ``RetrievalRPrecision``); ``compute()`` returns a float. Arguments as
+    :class:`_ListMetric` without ``top_k`` (each list is ranked whole: a sort per list)."""
+
+    def __init__(
+        self,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        *,
+        relevance_threshold: float | None = None,
+        ties: str = "first",
+        seed: int | None = None,
+    ) -> None:
+        empty = "skip" if ignore_zero_hits else "zero"
+        kernel = RPrecisionKernel(relevance_threshold=relevance_threshold, empty=empty, ties=ties, seed=seed)
+        self.ignore_zero_hits = ignore_zero_hits
+        super().__init__(kernel, output_transform, device, skip_unrolling)
+
+
+class ListMetrics(KernelMetric):
+    """Several list metrics from one validation and one top-k selection per batch:
+    ``ListMetrics(["ndcg@10", "map@5", "recall@20", "mrr@10", "precision@5", "hit_rate@10"])``
+    (names as ranx and ir_measures write them; see :mod:`rankstream.core.metrics.collection`).
+    ``compute()`` returns ``{name: value}``; attached to an ``Engine``, each name is also put in
+    ``engine.state.metrics``. Each metric takes the defaults of its class here (``MAP``: ``min(R,
+    k)``; ``NDCG``, ``DCG``: ``2^rel - 1``, threshold 1.0; ``Precision``: over ``k``); the same
+    ``ignore_zero_hits``, ``ties`` and ``seed`` for all."""
+
+    def __init__(
+        self,
+        metrics: list[str],
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        *,
+        ties: str = "first",
+        seed: int | None = None,
+    ) -> None:
+        empty = "skip" if ignore_zero_hits else "zero"
+        defaults = {"dcg": {"relevance_threshold": 1.0}}  # as rankstream.ignite.DCG (as NDCG)
+        kernel = CollectionKernel(metrics, defaults, empty=empty, ties=ties, seed=seed)
+        self.metrics, self.ignore_zero_hits = kernel.metrics, ignore_zero_hits
+        super().__init__(kernel, output_transform, device, skip_unrolling)
+
+
+MRR = MeanReciprocalRank
+
+
 # ------------------------------------------------------------------------------------------
 # Rank-based metrics (Hits@k, MRR, GMR, mean rank) streamed from scores. Input of ``update``:
 # ``(y_pred, y)`` or ``(y_pred, y, {"mask": m, "sample_weight": w})`` with ``y_pred`` scores
@@ -410,5 +589,4 @@ class ArithmeticMeanRank(_OneRankMetric):
     _family = "mr"
 
 
-MRR = InverseHarmonicMeanRank
 GMR = GeometricMeanRank

@@ -1,35 +1,36 @@
 """Keras 3 adapter: one lifecycle (:class:`KernelMetric`: update_state / result / reset_state /
 get_config / state_dict) over any kernel, and the public metrics as declarations: a kernel with
-keras-rs's conventions (``NDCG``, ``MAP``: ``keras_rs.metrics`` 0.4.0) or a PyKEEN rank family,
-their signature and their config.
+keras-rs's conventions (``NDCG``, ``DCG``, ``MAP``, ``MeanReciprocalRank``, ``PrecisionAtK``,
+``RecallAtK`` of ``keras_rs.metrics`` 0.4.0; ``HitRateAtK``, ``RPrecision``) or a PyKEEN rank
+family, their signature and their config.
 
-The state is one ``aggregation="sum"`` variable per field (replicas and distribution
-strategies add them up): float64 where the backend has it (torch, TensorFlow, JAX with
-``jax_enable_x64``), else float32 with Kahan compensation (a ``<field>_compensation``
-variable). Under ``jit`` nothing is read back: lists (rows) with bad data are left out of the
-sums and counted, and ``result()`` is NaN while :attr:`KernelMetric.invalid_count` is above 0.
-``result()`` computes on the host in float64 when the state can be read back (eager, CPU) and
-with ``keras.ops`` in the state's dtype otherwise (inside the jitted step on JAX and TensorFlow).
+The state is one ``aggregation="sum"`` variable per field (replicas and distribution strategies
+add them up): float64 where the backend has it (torch, TensorFlow, JAX with x64), else float32
+with Kahan compensation (``<field>_compensation`` variables). Under ``jit`` nothing is read back:
+lists (rows) with bad data are left out of the sums and counted, and ``result()`` is NaN while
+:attr:`KernelMetric.invalid_count` is above 0. ``result()`` computes on the host in float64 when
+the state can be read back (eager, CPU), else with ``keras.ops`` in the state's dtype.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import keras
 import numpy as np
 from keras import ops as K
 
+from rankstream.core import metrics as km
 from rankstream.core.backends import keras as kb
 from rankstream.core.inputs import check_k
-from rankstream.core.metrics.map import MAPKernel
-from rankstream.core.metrics.ndcg import GAIN_NAMES, NDCGKernel
+from rankstream.core.metrics.ndcg import GAIN_NAMES
 from rankstream.core.metrics.rank_based import RankKernel
 from rankstream.core.state import Kernel, pack_state, unpack_state
 
 # k=None (the whole list): a cut-off past any list's end, which the kernels clip to the list.
 WHOLE_LIST = 2**31 - 1
+Seed = int | keras.random.SeedGenerator | None
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
@@ -60,8 +61,9 @@ class KernelMetric(keras.metrics.Metric):
 
     #: how ``update_state`` reads its arguments: keras-rs's list layout, or rank targets
     _ranks = False
-    #: the public settings written by ``get_config`` (attribute names)
+    #: the public settings written by ``get_config`` (attribute names), with those of ``_options``
     _config: tuple[str, ...] = ()
+    _options: ClassVar[dict[str, Any]] = {}  # keyword-only settings: their defaults
 
     def __init__(
         self,
@@ -84,19 +86,17 @@ class KernelMetric(keras.metrics.Metric):
         self._seed_generator = seed_generator
         self._runtime = kernel.runtime(seed_generator)
 
-        add = self.add_variable
-        fields = self._fields.items()
-        self._totals = [
-            add(shape, "zeros", self._state_dtype, aggregation="sum", name=f) for f, shape in fields
-        ]
-        self._compensations = [
-            add(shape, "zeros", self._state_dtype, aggregation="sum", name=f"{f}_compensation")
-            for f, shape in (fields if self._compensated else ())
-        ]
+        self._totals, self._compensations = kb.state_variables(
+            self, self._fields, self._state_dtype, self._compensated
+        )
 
     @property
     def kernel(self) -> Kernel:
         return self._kernel
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
 
     @property
     def state_dtype(self) -> str:
@@ -112,16 +112,12 @@ class KernelMetric(keras.metrics.Metric):
         config = super().get_config()
         # as asked (None: the loading backend's default), so a saved model loads anywhere
         config["state_dtype"] = self._requested_state_dtype
-        config.update({key: kb.serialize(getattr(self, key)) for key in self._config})
+        config.update({key: kb.serialize(getattr(self, key)) for key in (*self._config, *self._options)})
         return config
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> KernelMetric:
-        config = {
-            k: keras.saving.deserialize_keras_object(v) if isinstance(v, dict) and "class_name" in v else v
-            for k, v in config.items()
-        }
-        return cls(**config)
+        return cls(**kb.deserialize_config(config))
 
     # -- the state -----------------------------------------------------------------------
     def _sums(self) -> dict[str, Any]:
@@ -163,21 +159,8 @@ class KernelMetric(keras.metrics.Metric):
         if self._ranks and kb.symbolic():  # Keras inferring shapes: no data, nothing to add
             return
         y_pred, y, mask, weight = kb.keras_inputs(y_true, y_pred, sample_weight, self.dtype, self._ranks)
-        gen = self._seed_generator
-        seed_state = None if gen is None else K.copy(gen.state.value)
-        try:
-            ctx = self._runtime.context(y_pred, kb.keras_ops(y_pred))
-            sums = kb.unconverted(self._kernel.batch_sums)(ctx, y_pred, y, mask, weight)
-        except Exception as exc:
-            if seed_state is not None:
-                gen.state.assign(seed_state)
-            renamed = kb.in_keras_terms(exc)
-            if renamed is exc:
-                raise
-            raise renamed from exc
-        if y_pred.shape[0] == 0:  # no list: nothing changes, the random stream neither
-            if seed_state is not None:
-                gen.state.assign(seed_state)
+        sums = kb.batch_sums(self._kernel, self._runtime, self._seed_generator, y_pred, y, mask, weight)
+        if sums is None:  # no list: nothing changes, the random stream neither
             return
         for i, field in enumerate(self._fields):  # nothing here can fail on data
             comp = self._compensations[i] if self._compensated else None
@@ -200,130 +183,173 @@ class KernelMetric(keras.metrics.Metric):
             values = self._kernel.compute(self._sums(), np)
         else:
             values = self._kernel.compute(totals, K)
-        value = self._kernel.select(values)
-        if isinstance(value, Mapping):
-            return {f"{self._prefix}{key}": K.cast(v, self.dtype) for key, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            value = K.stack([K.convert_to_tensor(v) for v in value])
-        if tuple(value.shape) == (1,):
-            value = K.reshape(value, ())
-        return K.cast(value, self.dtype)
+        return kb.as_result(self._kernel.select(values), self.dtype, self._prefix)
 
 
 class _ListMetric(KernelMetric):
-    """A list metric with keras-rs's conventions: per-item weights, -1 padding, shuffled ties."""
+    """A list metric with keras-rs's conventions (per-item weights, -1 padding, shuffled ties):
+    a kernel (``_kernel_cls``), keras-rs's signature and defaults, and keyword-only ``_options``.
+    Args (keras-rs's): ``k`` (int, or None for the whole list; clipped to the list length),
+    ``shuffle_ties`` (break score ties at random, seeded by ``seed``; ``False`` ranks the earlier
+    item first, with a mask too, where keras-rs shuffles anyway), ``seed`` (int or
+    ``keras.random.SeedGenerator``), ``name`` (default ``"<metric>@k"``, e.g. ``"ndcg@10"``;
+    ``"ndcg"`` for the whole list), ``dtype``. Keyword-only: ``relevance_threshold`` (relevant
+    means ``y >= t``, default 1.0 as keras-rs; None: ``y > 0``), ``empty`` (``"zero"``: lists
+    without a relevant item score 0, keras-rs; or ``"skip"``), ``state_dtype``
+    (:class:`KernelMetric`). Labels ``< 0``, NaN and -inf are padding; +inf is bad data."""
 
-    _base_config = ("k", "shuffle_ties", "seed", "relevance_threshold", "empty")
+    _kernel_cls: Any = None
+    _short, threshold = "", 1.0  # the name's stem; the default relevance_threshold
+    _config: tuple[str, ...] = ("k", "shuffle_ties", "seed", "relevance_threshold", "empty")
 
-    def __init__(
-        self, kernel_cls: type, k: Any, shuffle_ties: bool, seed: Any, meta: dict, **kw: Any
-    ) -> None:
+    def __init__(self, k: int | None = None, shuffle_ties: bool = True, seed: Seed = None,
+                 name: str | None = None, dtype: Any = None, *, relevance_threshold: float | None = 1.0,
+                 empty: str = "zero", state_dtype: str | None = None, **options: Any) -> None:  # fmt: skip
+        if unknown := sorted(set(options) - set(self._options)):
+            raise TypeError(f"{type(self).__name__} got unexpected keyword arguments {unknown}")
+        self.relevance_threshold, self.empty = relevance_threshold, empty
+        options = {**self._options, **options}
+        for key, value in options.items():  # public settings (in the config)
+            setattr(self, key, value)
+        self._build(k, shuffle_ties, seed, name, dtype, state_dtype, **options)
+
+    def _build(self, k: Any, shuffle_ties: bool, seed: Any, name: Any, dtype: Any, state_dtype: Any,
+               **kernel_kw: Any) -> None:  # fmt: skip
         self.k, self.shuffle_ties, self.seed = check_k(k), shuffle_ties, seed
         generator = kb.seed_generator(shuffle_ties, seed)
-        ties = "random" if shuffle_ties else "first"
-        kernel = kernel_cls(
-            WHOLE_LIST if k is None else k, ties=ties, weighting="keras_rs", negative_labels="mask", **kw
-        )
-        super().__init__(kernel, seed_generator=generator, **meta)
+        conv = {"relevance_threshold": self.relevance_threshold, "empty": self.empty, **kernel_kw}
+        conv.update(kb.keras_rs_conventions(shuffle_ties))
+        top_k = [WHOLE_LIST if k is None else k] if "k" in self._config else []
+        kernel = self._kernel_cls(*top_k, **conv)
+        name = kb.list_metric_name(name, self._short, self.k)
+        super().__init__(kernel, name=name, dtype=dtype, seed_generator=generator, state_dtype=state_dtype)
+
+
+class _GainMetric(_ListMetric):  # NDCG, DCG
+    _config = (*_ListMetric._config, "gain_fn", "rank_discount_fn")
+    threshold = None
+
+    def __init__(self, k: int | None = None, gain_fn: Callable[[Any], Any] | str = default_gain_fn,
+                 rank_discount_fn: Callable[[Any], Any] = default_rank_discount_fn, shuffle_ties: bool = True,
+                 seed: Seed = None, name: str | None = None, dtype: Any = None, *,
+                 relevance_threshold: float | None = None, empty: str = "zero",
+                 state_dtype: str | None = None) -> None:  # fmt: skip
+        kb.check_gain_args(gain_fn, rank_discount_fn, GAIN_NAMES)
+        self.gain_fn, self.rank_discount_fn = gain_fn, rank_discount_fn
+        self.relevance_threshold, self.empty = relevance_threshold, empty
+        gain = "exp_rank" if gain_fn is default_gain_fn else gain_fn  # named: one topk of the labels
+        self._build(k, shuffle_ties, seed, name, dtype, state_dtype, gain=gain, discount=rank_discount_fn)
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
-class NDCG(_ListMetric):
+class NDCG(_GainMetric):
     """Normalised discounted cumulative gain at ``k``: a drop-in for ``keras_rs.metrics.NDCG``.
 
     Per list ``nDCG@k = DCG@k / IDCG@k`` (0 when ``IDCG@k = 0``),
     ``DCG@k = sum_{j<=k} w_(j) gain_fn(y_(j)) rank_discount_fn(j)`` over the items ranked by
     ``y_pred``, ``IDCG@k`` the same over the items ordered by ``w_i gain_fn(y_i)`` (``w``
-    per-item weights, 1 without ``sample_weight``); the mean over lists weighted as keras-rs
-    weighs them. Labels ``< 0``, NaN and -inf are padding; a +inf label is bad data.
-
-    Args (keras-rs's): ``k`` (int, or None for the whole list; clipped to the list length),
+    per-item weights, 1 without ``sample_weight``). Args as :class:`_ListMetric`, and
     ``gain_fn`` (callable of the labels, default ``2^y - 1``, or ``"exp_rank"`` /
     ``"linear_rank"``), ``rank_discount_fn`` (callable of the 1-based rank, default
-    ``1 / log2(rank + 1)``), ``shuffle_ties`` (break score ties at random, seeded by ``seed``;
-    ``False`` ranks the earlier item first, with a mask too, where keras-rs shuffles anyway),
-    ``seed`` (int or ``keras.random.SeedGenerator``), ``name``, ``dtype``.
-    Keyword-only: ``relevance_threshold`` (labels below it count as 0 before the gain; None:
-    as they are), ``empty`` (``"zero"``: lists without a relevant item score 0, keras-rs; or
-    ``"skip"``), ``state_dtype`` (see :class:`KernelMetric`).
-    """
+    ``1 / log2(rank + 1)``); ``relevance_threshold`` (default None) zeroes labels below it."""
 
-    _config = (*_ListMetric._base_config, "gain_fn", "rank_discount_fn")
+    _kernel_cls, _short = km.NDCGKernel, "ndcg"
 
-    def __init__(
-        self,
-        k: int | None = None,
-        gain_fn: Callable[[Any], Any] | str = default_gain_fn,
-        rank_discount_fn: Callable[[Any], Any] = default_rank_discount_fn,
-        shuffle_ties: bool = True,
-        seed: int | keras.random.SeedGenerator | None = None,
-        name: str | None = "ndcg",
-        dtype: Any = None,
-        *,
-        relevance_threshold: float | None = None,
-        empty: str = "zero",
-        state_dtype: str | None = None,
-    ) -> None:
-        if not callable(rank_discount_fn):
-            raise TypeError(f"rank_discount_fn must be a callable of the rank, got {rank_discount_fn!r}")
-        if not (callable(gain_fn) or gain_fn in GAIN_NAMES):
-            kind = ValueError if isinstance(gain_fn, str) else TypeError
-            raise kind(f"gain_fn must be a callable or one of {GAIN_NAMES}, got {gain_fn!r}")
-        self.gain_fn, self.rank_discount_fn = gain_fn, rank_discount_fn
-        self.relevance_threshold, self.empty = relevance_threshold, empty
-        # The default gain is the kernel's named one (monotone: one topk of the labels).
-        gain = "exp_rank" if gain_fn is default_gain_fn else gain_fn
-        meta = {"name": name, "dtype": dtype, "state_dtype": state_dtype}
-        conv = {"relevance_threshold": relevance_threshold, "empty": empty}
-        super().__init__(
-            NDCGKernel, k, shuffle_ties, seed, meta, gain=gain, discount=rank_discount_fn, **conv
-        )
+
+@keras.saving.register_keras_serializable(package="rankstream")
+class DCG(_GainMetric):
+    """Discounted cumulative gain at ``k``: a drop-in for ``keras_rs.metrics.DCG``: per list
+    ``DCG@k`` as in :class:`NDCG` (not normalised), the mean over lists as keras-rs takes it
+    (per-item weights enter the gains and the list weights); args as :class:`NDCG`."""
+
+    _kernel_cls, _short = km.DCGKernel, "dcg"
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class MAP(_ListMetric):
     """Mean average precision at ``k``: a drop-in for ``keras_rs.metrics.MeanAveragePrecision``.
+    Per list ``AP@k = sum_{j<=k} w_(j) rel_(j) P@j / Z``, ``rel = [y >= 1]``, ``P@j`` the
+    (unweighted) precision at ``j``, ``Z = sum_i w_i rel_i`` (0 when ``Z = 0``). Args as
+    :class:`_ListMetric`, and keyword-only ``denominator``: ``"all"`` (``Z``, keras-rs) or
+    ``"min"`` (the best numerator reachable in the top ``k``, ignite's)."""
 
-    Per list ``AP@k = sum_{j<=k} w_(j) rel_(j) P@j / Z`` with ``rel = [y >= 1]``, ``P@j`` the
-    (unweighted) precision at ``j`` and ``Z = sum_i w_i rel_i`` over the whole list (0 when
-    ``Z = 0``); the mean over lists weighted as keras-rs weighs them. Labels ``< 0``, NaN and
-    -inf are padding; a +inf label is bad data.
-
-    Args (keras-rs's): ``k``, ``shuffle_ties``, ``seed``, ``name``, ``dtype`` as in :class:`NDCG`.
-    Keyword-only: ``denominator`` (``"all"``: ``Z`` over the whole list, keras-rs; or
-    ``"min"``: the best numerator reachable in the top ``k``, ignite's), ``relevance_threshold``
-    (relevant means ``y >= t``, default 1.0; None: ``y > 0``), ``empty``, ``state_dtype``.
-    """
-
-    _config = (*_ListMetric._base_config, "denominator")
-
-    def __init__(
-        self,
-        k: int | None = None,
-        shuffle_ties: bool = True,
-        seed: int | keras.random.SeedGenerator | None = None,
-        name: str | None = "map",
-        dtype: Any = None,
-        *,
-        denominator: str = "all",
-        relevance_threshold: float | None = 1.0,
-        empty: str = "zero",
-        state_dtype: str | None = None,
-    ) -> None:
-        self.denominator, self.relevance_threshold, self.empty = denominator, relevance_threshold, empty
-        meta = {"name": name, "dtype": dtype, "state_dtype": state_dtype}
-        conv = {"denominator": denominator, "relevance_threshold": relevance_threshold, "empty": empty}
-        super().__init__(MAPKernel, k, shuffle_ties, seed, meta, **conv)
+    _kernel_cls, _short, _options = km.MAPKernel, "map", {"denominator": "all"}
 
 
-MeanAveragePrecision = MAP
+@keras.saving.register_keras_serializable(package="rankstream")
+class PrecisionAtK(_ListMetric):
+    """Precision at ``k``: a drop-in for ``keras_rs.metrics.PrecisionAtK``: the relevant items
+    (``y >= 1``) in the top ``k`` over ``min(k, valid items)``; args as :class:`_ListMetric`,
+    and keyword-only ``denominator``: ``"valid"`` (keras-rs) or ``"k"`` (trec_eval)."""
+
+    _kernel_cls, _short, _options = km.PrecisionKernel, "precision", {"denominator": "valid"}
 
 
-# ------------------------------------------------------------------------------------------
-# rank-based metrics (Hits@k, MRR, GMR, mean rank) streamed from scores: one RankKernel, ranks
-# counted once per batch with ties exact. With float32 state (JAX without x64) the GMR
-# expectation keeps fewer cumulant sums, whose weight powers (up to w^9) fit float32 for task
-# weights in about [1e-4, 1e4] (scale weights into it: no value depends on their scale).
+@keras.saving.register_keras_serializable(package="rankstream")
+class RecallAtK(_ListMetric):
+    """Recall at ``k``: a drop-in for ``keras_rs.metrics.RecallAtK``: the relevant items
+    (``y >= 1``) in the top ``k`` over all relevant items; args as :class:`_ListMetric`."""
+
+    _kernel_cls, _short = km.RecallKernel, "recall"
+
+
+@keras.saving.register_keras_serializable(package="rankstream")
+class MeanReciprocalRank(_ListMetric):
+    """List-wise MRR at ``k``: a drop-in for ``keras_rs.metrics.MeanReciprocalRank``: per list
+    1 / the rank of the first relevant item (``y >= 1``) in the top ``k``, else 0; args as
+    :class:`_ListMetric` (PyKEEN's per-positive MRR is :class:`InverseHarmonicMeanRank`)."""
+
+    _kernel_cls, _short = km.ReciprocalRankKernel, "mrr"
+
+
+@keras.saving.register_keras_serializable(package="rankstream")
+class HitRateAtK(_ListMetric):
+    """Hit rate at ``k`` (not in keras-rs; its conventions): per list 1 when a relevant item
+    (``y >= 1``) is in the top ``k``, else 0; args as :class:`_ListMetric`."""
+
+    _kernel_cls, _short = km.HitRateKernel, "hit_rate"
+
+
+@keras.saving.register_keras_serializable(package="rankstream")
+class RPrecision(_ListMetric):
+    """R-precision (not in keras-rs; its conventions): per list the precision at ``R``, the
+    number of relevant items (``y >= 1``); args as :class:`_ListMetric` without ``k``."""
+
+    _kernel_cls, _short = km.RPrecisionKernel, "r_precision"
+    _config = _ListMetric._config[1:]
+
+    def __init__(self, shuffle_ties: bool = True, seed: Seed = None, name: str | None = None,
+                 dtype: Any = None, *, relevance_threshold: float | None = 1.0, empty: str = "zero",
+                 state_dtype: str | None = None) -> None:  # fmt: skip
+        self.relevance_threshold, self.empty = relevance_threshold, empty
+        self._build(None, shuffle_ties, seed, name, dtype, state_dtype)
+
+
+@keras.saving.register_keras_serializable(package="rankstream")
+class ListMetrics(KernelMetric):
+    """Several list metrics from one selection per batch, ``ListMetrics(["ndcg@10", "map@5",
+    "recall@20", "mrr@10", "precision@5", "hit_rate@10", "dcg@10"])`` (names as ranx and
+    ir_measures write them): ``result()`` is ``{name: value}``, each name a key of the logs (after
+    ``prefix``). Each metric takes its class's defaults here; ``shuffle_ties``, ``seed``,
+    ``empty`` are shared; other args as :class:`_ListMetric`."""
+
+    _config = ("metrics", "shuffle_ties", "seed", "empty", "prefix")
+
+    def __init__(self, metrics: list[str], shuffle_ties: bool = True, seed: Seed = None,
+                 name: str | None = "list_metrics", dtype: Any = None, *, empty: str = "zero",
+                 state_dtype: str | None = None, prefix: str = "") -> None:  # fmt: skip
+        self.metrics, self.shuffle_ties, self.seed, self.empty = list(metrics), shuffle_ties, seed, empty
+        classes = [*_ListMetric.__subclasses__(), *_GainMetric.__subclasses__()]
+        defaults = {c._short: {"relevance_threshold": c.threshold, **c._options} for c in classes}
+        kernel = km.ListMetrics(metrics, defaults, empty=empty, **kb.keras_rs_conventions(shuffle_ties))
+        generator = kb.seed_generator(shuffle_ties, seed)
+        super().__init__(kernel, name, dtype, generator, state_dtype, prefix)
+
+
+MeanAveragePrecision, MRR = MAP, MeanReciprocalRank
+
+
+# rank-based metrics streamed from scores; float32 state keeps fewer GMR cumulants (weights ~1e-4..1e4)
 
 
 def _rank_kernel(ks: Any, rank_type: str, state_dtype: str | None, **kw: Any) -> RankKernel:
@@ -335,15 +361,8 @@ class _OneRankMetric(KernelMetric):
     _family = _short = ""
     _config = ("rank_type", "output")
 
-    def __init__(
-        self,
-        rank_type: str = "realistic",
-        output: str = "value",
-        name: str | None = None,
-        dtype: Any = None,
-        *,
-        state_dtype: str | None = None,
-    ) -> None:
+    def __init__(self, rank_type: str = "realistic", output: str = "value", name: str | None = None,
+                 dtype: Any = None, *, state_dtype: str | None = None) -> None:  # fmt: skip
         fam, k = self._family, getattr(self, "k", 1)
         kernel = _rank_kernel(k, rank_type, state_dtype, metrics=(fam,), select=(fam, output), k_name="k")
         short = self._short.format(k=k)
@@ -356,31 +375,21 @@ class _OneRankMetric(KernelMetric):
 class HitsAtK(_OneRankMetric):
     """Hits@k: the (weighted) fraction of ranking tasks whose rank is at most ``k``.
 
-    Args:
-        k: a positive int (for several ``k`` at once use :class:`RankBasedMetrics`).
-        rank_type: ``"realistic"`` (default: the mean of the two below), ``"optimistic"``
-            (ties ranked first) or ``"pessimistic"`` (ties ranked last); ties are counted
-            exactly, never broken at random.
-        output: ``"value"`` (default), ``"expected"`` or ``"variance"`` (under random ranking,
-            from each task's number of candidates), ``"adjusted"`` (``(M - E) / (1 - E)``) or
-            ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes.
-        name: default ``"hits_at_{k}"`` (``"{output}_hits_at_{k}"`` for another output).
-        dtype, state_dtype: see :class:`KernelMetric`.
+    Args: ``k`` (a positive int; several at once: :class:`RankBasedMetrics`); ``rank_type``:
+    ``"realistic"`` (default: the mean of the two others), ``"optimistic"`` (ties ranked first)
+    or ``"pessimistic"`` (ties last), ties counted exactly, never broken at random; ``output``:
+    ``"value"`` (default), ``"expected"`` or ``"variance"`` (under random ranking, from each
+    task's number of candidates), ``"adjusted"`` (``(M - E) / (1 - E)``) or ``"z"``
+    (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes; ``name`` (default ``"hits_at_{k}"``,
+    ``"{output}_hits_at_{k}"`` for another output); ``dtype``, ``state_dtype`` (:class:`KernelMetric`).
     """
 
     _family, _short = "hits", "hits_at_{k}"
     _config = ("k", "rank_type", "output")
 
-    def __init__(
-        self,
-        k: int = 10,
-        rank_type: str = "realistic",
-        output: str = "value",
-        name: str | None = None,
-        dtype: Any = None,
-        *,
-        state_dtype: str | None = None,
-    ) -> None:
+    def __init__(self, k: int = 10, rank_type: str = "realistic", output: str = "value",
+                 name: str | None = None, dtype: Any = None, *,
+                 state_dtype: str | None = None) -> None:  # fmt: skip
         self.k = check_k(k, allow_none=False, hint=" (for several k use RankBasedMetrics(ks=...))")
         super().__init__(rank_type, output, name, dtype, state_dtype=state_dtype)
 
@@ -427,24 +436,12 @@ class RankBasedMetrics(KernelMetric):
     _ranks = True
     _config = ("ks", "rank_type", "prefix")
 
-    def __init__(
-        self,
-        ks: int | list[int] | tuple[int, ...] = (1, 3, 10),
-        rank_type: str = "realistic",
-        name: str | None = "rank_based",
-        dtype: Any = None,
-        *,
-        prefix: str = "",
-        state_dtype: str | None = None,
-    ) -> None:
+    def __init__(self, ks: int | list[int] | tuple[int, ...] = (1, 3, 10), rank_type: str = "realistic",
+                 name: str | None = "rank_based", dtype: Any = None, *, prefix: str = "",
+                 state_dtype: str | None = None) -> None:  # fmt: skip
         kernel = _rank_kernel(ks, rank_type, state_dtype)
         super().__init__(kernel, name=name, dtype=dtype, state_dtype=state_dtype, prefix=prefix)
         self.ks, self.rank_type = list(kernel.ks), rank_type
 
-    @property
-    def prefix(self) -> str:
-        return self._prefix
 
-
-MRR = InverseHarmonicMeanRank
 GMR = GeometricMeanRank

@@ -15,30 +15,54 @@ from dataclasses import fields
 from typing import Any
 
 from rankstream.core.backends import Array  # noqa: F401  (the kernels' annotations name it)
+from rankstream.core.metrics import (
+    DCGKernel,
+    HitRateKernel,
+    MAPKernel,
+    NDCGKernel,
+    PrecisionKernel,
+    RecallKernel,
+    ReciprocalRankKernel,
+    RPrecisionKernel,
+)
 from rankstream.core.metrics.lists import ListConventions, ListKernel
-from rankstream.core.metrics.map import MAPKernel
-from rankstream.core.metrics.ndcg import NDCGKernel
 
-__all__ = ["map_at_k", "ndcg_at_k", "per_list_function"]
+__all__ = [
+    "dcg_at_k",
+    "hit_rate_at_k",
+    "map_at_k",
+    "ndcg_at_k",
+    "per_list_function",
+    "precision_at_k",
+    "r_precision",
+    "recall_at_k",
+    "reciprocal_rank_at_k",
+]
 
 
-def per_list_function(kernel_cls: type[ListKernel], name: str) -> Callable[..., Any]:
+def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool = True) -> Callable[..., Any]:
     """``name(y_pred, y, k=10, *, mask=None, <the kernel's options>, return_counted=False)``:
     the per-list values of one batch, shape ``(batch,)`` for an int ``k`` and
     ``(batch, len(k))`` (sorted ``k``) for a list; with ``return_counted`` also whether each
-    list holds a relevant item."""
+    list holds a relevant item. ``with_k=False`` (a kernel without ``top_k``, as R-precision):
+    no ``k`` argument, shape ``(batch,)``."""
 
-    def function(y_pred: Any, y: Any, k: int | list[int] = 10, **kwargs: Any) -> Any:
+    def function(y_pred: Any, y: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(args) > with_k:
+            raise TypeError(
+                f"{name}() takes {2 + with_k} positional arguments but {2 + len(args)} were given"
+            )
+        k = (args[0] if args else kwargs.pop("k", 10)) if with_k else None
         mask = kwargs.pop("mask", None)
         return_counted = kwargs.pop("return_counted", False)
-        kernel = kernel_cls(k, **kwargs)
+        kernel = kernel_cls(k, **kwargs) if with_k else kernel_cls(**kwargs)
         values, counted, _ = kernel.per_list(y_pred, y, mask)
-        out = values[:, 0] if isinstance(k, int) else values
+        out = values if with_k and not isinstance(k, int) else values[:, 0]
         return (out, counted) if return_counted else out
 
     own = [
         p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-        for p in list(inspect.signature(kernel_cls.__init__).parameters.values())[2:]
+        for p in list(inspect.signature(kernel_cls.__init__).parameters.values())[1 + with_k :]
         if p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
     ]
     taken = {p.name for p in own}
@@ -52,7 +76,7 @@ def per_list_function(kernel_cls: type[ListKernel], name: str) -> Callable[..., 
         [
             P("y_pred", P.POSITIONAL_OR_KEYWORD),
             P("y", P.POSITIONAL_OR_KEYWORD),
-            P("k", P.POSITIONAL_OR_KEYWORD, default=10),
+            *([P("k", P.POSITIONAL_OR_KEYWORD, default=10)] if with_k else []),
             P("mask", P.KEYWORD_ONLY, default=None),
             *own,
             *conventions,
@@ -72,3 +96,9 @@ def per_list_function(kernel_cls: type[ListKernel], name: str) -> Callable[..., 
 
 map_at_k = per_list_function(MAPKernel, "map_at_k")
 ndcg_at_k = per_list_function(NDCGKernel, "ndcg_at_k")
+dcg_at_k = per_list_function(DCGKernel, "dcg_at_k")
+precision_at_k = per_list_function(PrecisionKernel, "precision_at_k")
+recall_at_k = per_list_function(RecallKernel, "recall_at_k")
+hit_rate_at_k = per_list_function(HitRateKernel, "hit_rate_at_k")
+reciprocal_rank_at_k = per_list_function(ReciprocalRankKernel, "reciprocal_rank_at_k")
+r_precision = per_list_function(RPrecisionKernel, "r_precision", with_k=False)

@@ -550,3 +550,81 @@ def serialize(value: Any) -> Any:
     if isinstance(value, keras.random.SeedGenerator):
         return None  # a generator is not config: a reloaded metric draws a fresh stream
     return keras.saving.serialize_keras_object(value) if callable(value) else value
+
+
+def deserialize_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A metric's config with its serialized callables (gain, discount) deserialized."""
+    de = _keras().saving.deserialize_keras_object
+    return {k: de(v) if isinstance(v, dict) and "class_name" in v else v for k, v in config.items()}
+
+
+def as_result(value: Any, dtype: Any, prefix: str = "") -> Any:
+    """A kernel's selected value as a Keras ``result()``: a dict of scalars (``prefix`` on
+    every key), a vector, or a scalar (a one-element vector too), cast to ``dtype``."""
+    k = _k()
+    if isinstance(value, Mapping):
+        return {f"{prefix}{key}": k.cast(v, dtype) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        value = k.stack([k.convert_to_tensor(v) for v in value])
+    if tuple(value.shape) == (1,):
+        value = k.reshape(value, ())
+    return k.cast(value, dtype)
+
+
+def check_gain_args(gain_fn: Any, rank_discount_fn: Any, gain_names: tuple[str, ...]) -> None:
+    """keras-rs's ``gain_fn`` (a callable or one of ``gain_names``) and ``rank_discount_fn``
+    (a callable), else ``TypeError`` / ``ValueError`` naming the argument."""
+    if not callable(rank_discount_fn):
+        raise TypeError(f"rank_discount_fn must be a callable of the rank, got {rank_discount_fn!r}")
+    if not (callable(gain_fn) or gain_fn in gain_names):
+        kind = ValueError if isinstance(gain_fn, str) else TypeError
+        raise kind(f"gain_fn must be a callable or one of {gain_names}, got {gain_fn!r}")
+
+
+def list_metric_name(name: str | None, short: str, k: int | None) -> str:
+    """A list metric's name: ``name``, else ``short@k`` (``short`` for the whole list), so a
+    progress bar says what it shows."""
+    if name is not None:
+        return name
+    return short if k is None else f"{short}@{k}"
+
+
+def state_variables(
+    metric: Any, fields: Mapping[str, Any], dtype: str, compensated: bool
+) -> tuple[list, list]:
+    """A metric's state: one zero ``aggregation="sum"`` variable per field, and (``compensated``)
+    one ``<field>_compensation`` variable per field (else no compensation variables)."""
+    add = metric.add_variable
+    totals = [add(shape, "zeros", dtype, aggregation="sum", name=f) for f, shape in fields.items()]
+    if not compensated:
+        return totals, []
+    names = [(f"{f}_compensation", shape) for f, shape in fields.items()]
+    return totals, [add(shape, "zeros", dtype, aggregation="sum", name=f) for f, shape in names]
+
+
+def batch_sums(kernel: Any, runtime: Any, gen: Any, y_pred: Any, *batch: Any) -> dict[str, Any] | None:
+    """``kernel.batch_sums`` of one batch (an error names the arguments as Keras users write
+    them), with the ``SeedGenerator`` ``gen`` rolled back when it raises or when the batch has
+    no list (None then: nothing to add, and the random stream does not advance)."""
+    seed_state = None if gen is None else _k().copy(gen.state.value)
+    try:
+        ctx = runtime.context(y_pred, keras_ops(y_pred))
+        sums = unconverted(kernel.batch_sums)(ctx, y_pred, *batch)
+    except Exception as exc:
+        if seed_state is not None:
+            gen.state.assign(seed_state)
+        renamed = in_keras_terms(exc)
+        if renamed is exc:
+            raise
+        raise renamed from exc
+    if y_pred.shape[0] == 0:
+        if seed_state is not None:
+            gen.state.assign(seed_state)
+        return None
+    return sums
+
+
+def keras_rs_conventions(shuffle_ties: bool) -> dict[str, str]:
+    """The list conventions of keras-rs: shuffled (or first-index) ties, per-item weights and
+    list weights collapsed as ``get_list_weights`` does, labels below 0 (and NaN) as padding."""
+    return {"ties": "random" if shuffle_ties else "first", "weighting": "keras_rs", "negative_labels": "mask"}

@@ -31,7 +31,7 @@ clipped to the list.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -91,6 +91,9 @@ class Selection:
     full_valid: Array | None
     item_weights: Array | None = None
     full_item_weights: Array | None = None
+    #: what one metric computed from this batch for others (collections): per batch, never
+    #: on a kernel, so kernels stay reentrant
+    shared: dict[Any, Any] = field(default_factory=dict)
     has_nan: bool | None = None  # NaN scores among the items (where values were read back)
     nan_rows: Array | None = None  # (B,) rows with NaN scores (where values could not be read back)
 
@@ -98,10 +101,19 @@ class Selection:
     def ops(self) -> Ops:
         return self.ctx.ops
 
+    def once(self, key: Any, make: Any) -> Any:
+        """``make()``, computed once per batch for every metric that asks with ``key``."""
+        if key not in self.shared:
+            self.shared[key] = make()
+        return self.shared[key]
+
     def ideal(self) -> tuple[Array, Array | None]:
         """Top-``K`` labels of the items of each list in decreasing order (the ideal ranking),
         0 past the last item, and a (B, K) 0/1 array marking real items (None without a
-        mask). One ``topk`` of the labels."""
+        mask). One ``topk`` of the labels per batch."""
+        return self.once("ideal", self._ideal)
+
+    def _ideal(self) -> tuple[Array, Array | None]:
         ops = self.ops
         src = self.full_labels
         if self.full_valid is not None:
@@ -126,12 +138,32 @@ class ListOutput:
     weighted_relevance: Array | None = None
 
 
+def list_sums(
+    ops: Ops, values: Array, counted: Array, weights: Array, invalid: Array | None
+) -> dict[str, Array]:
+    """The fields' sums of one batch from per-list values, counted flags, weights and bad rows."""
+    if invalid is not None:
+        counted = counted & ~invalid
+    wc = ops.where(counted, weights, 0.0)
+    values = ops.where(counted[:, None], values, 0.0)
+    return {
+        "value_sum": ops.sum(values * wc[:, None], axis=0),
+        "weight_sum": ops.sum(wc),
+        "count": ops.sum(ops.cast(wc > 0, wc.dtype)),
+        "invalid": ops.sum(wc) * 0.0 if invalid is None else ops.sum(ops.cast(invalid, wc.dtype)),
+    }
+
+
 class ListKernel:
     """Base of the list metrics: subclasses implement :meth:`list_values` (a pure function of
     the selection) and set ``name``. Kernels are immutable definitions: per-call state lives
     in the :class:`Context` (ops, read-back, tie generator, workspace)."""
 
     name = "list"
+    #: whether per-item weights scale the per-list values themselves (an unnormalised sum such
+    #: as DCG): under keras-rs weighting such a value is divided by the list's weight, as
+    #: keras-rs does, so the weighted mean is ``sum(value) / sum(weight)``
+    weighted_values = False
 
     def __init__(self, top_k: int | list[int] = 10, **conventions: Any) -> None:
         self.top_k = check_positive_ints(top_k, "top_k")
@@ -174,14 +206,13 @@ class ListKernel:
     def count_relevant(self, sel: Selection) -> Array:
         """``R`` per list: the number of relevant items, one pass over the labels."""
         t = self.conventions.relevance_threshold
-        return sel.ops.count_relevant(
-            sel.full_labels,
-            0.0 if t is None else t,
-            t is None,
-            sel.full_valid,
-            sel.positions.dtype,
-            sel.ctx.workspace,
-        )
+        return sel.once(
+            ("relevant", t),
+            lambda: sel.ops.count_relevant(
+                sel.full_labels, 0.0 if t is None else t, t is None, sel.full_valid, sel.positions.dtype,
+                sel.ctx.workspace,
+            ),
+        )  # fmt: skip
 
     @staticmethod
     def divide(sel: Selection, num: Array, den: Array) -> Array:
@@ -202,13 +233,14 @@ class ListKernel:
         """A context for one call outside an instance (a fresh generator and workspace)."""
         return self.runtime().context(like, ops)
 
-    def selection(self, ctx: Context, batch: ListBatch) -> Selection:
+    def selection(self, ctx: Context, batch: ListBatch, k: int | None = None) -> Selection:
+        """The top ``k`` (default: this metric's largest) of every list, once per batch."""
         ops = ctx.ops
         scores, labels, valid = batch.scores, batch.labels, batch.valid
         if valid is not None:  # an item not in the list never counts, whatever its label
             labels = ops.where(valid, labels, 0.0)
         n = batch.list_size
-        k = min(self.top_k[-1], n)
+        k = min(k or self.top_k[-1], n)
         acc = ops.acc_dtype(scores)
         ranked = top_ranked(ctx, scores, k, valid=valid, ties=self.conventions.ties)
         idx = ranked.indices
@@ -234,6 +266,17 @@ class ListKernel:
             nan_rows=ranked.nan_rows,
         )
 
+    def read_batch(
+        self, ctx: Context, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
+    ) -> ListBatch:
+        """The validated batch under this metric's conventions."""
+        conv = self.conventions
+        keras_rs = conv.weighting == "keras_rs"
+        return list_batch(
+            y_pred, y, mask, sample_weight, ops=ctx.ops, item_weights=keras_rs,
+            negative_labels=conv.negative_labels, read_back=ctx.read_back,
+        )  # fmt: skip
+
     def evaluate(
         self, ctx: Context, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
     ) -> tuple[Array, Array, Array, Array | None]:
@@ -241,29 +284,26 @@ class ListKernel:
         ``(B, len(top_k))``, whether each list is counted ``(B,)``, the list weights ``(B,)``
         and the lists with bad data ``(B,)`` (None where the values were read back: bad data
         raises ``ValueError`` then, see :func:`~rankstream.core.inputs.check_list_values`)."""
-        conv = self.conventions
-        batch = list_batch(
-            y_pred,
-            y,
-            mask,
-            sample_weight,
-            ops=ctx.ops,
-            item_weights=conv.weighting == "keras_rs",
-            negative_labels=conv.negative_labels,
-            read_back=ctx.read_back,
-        )
-        sel = self.selection(ctx, batch)
-        invalid = check_list_values(sel, conv.negative_labels)
+        sel = self.selection(ctx, self.read_batch(ctx, y_pred, y, mask, sample_weight))
+        invalid = check_list_values(sel, self.conventions.negative_labels)
+        return (*self.outputs(sel, invalid), invalid)
+
+    def outputs(self, sel: Selection, invalid: Array | None) -> tuple[Array, Array, Array]:
+        """``(values, counted, weights)`` of a selection (which may reach past this metric's
+        largest ``k``: a collection selects once for all its metrics)."""
+        conv, ops = self.conventions, sel.ops
         out = self.list_values(sel)
-        ops = ctx.ops
         counted = out.relevant if conv.empty == "skip" else ops.ones_bool(out.relevant)
+        values = out.values
         if conv.weighting == "keras_rs":
             w = self.list_weights(sel, out, invalid)
+            if self.weighted_values and sel.full_item_weights is not None:  # keras-rs divides it
+                values = self.divide(sel, values, w[:, None])
         elif sel.weights is not None:
             w = sel.weights
         else:
-            w = ops.zeros((batch.batch_size,), out.values, out.values.dtype) + 1.0
-        return out.values, counted, w, invalid
+            w = ops.zeros((out.values.shape[0],), out.values, out.values.dtype) + 1.0
+        return values, counted, w
 
     def list_weights(self, sel: Selection, out: ListOutput, invalid: Array | None) -> Array:
         """Per-list weights ``(B,)`` collapsed from the item weights as keras-rs's
@@ -296,19 +336,7 @@ class ListKernel:
     ) -> dict[str, Array]:
         """The state fields' sums of one batch (on the input's device)."""
         ctx = ctx or self.context(y_pred, get_ops(y_pred, y, mask, sample_weight))
-        values, counted, weights, invalid = self.evaluate(ctx, y_pred, y, mask, sample_weight)
-        ops = ctx.ops
-        if invalid is not None:
-            counted = counted & ~invalid
-        wc = ops.where(counted, weights, 0.0)
-        values = ops.where(counted[:, None], values, 0.0)
-        zero = ops.sum(wc) * 0.0
-        return {
-            "value_sum": ops.sum(values * wc[:, None], axis=0),
-            "weight_sum": ops.sum(wc),
-            "count": ops.sum(ops.cast(wc > 0, wc.dtype)),
-            "invalid": zero if invalid is None else ops.sum(ops.cast(invalid, wc.dtype)),
-        }
+        return list_sums(ctx.ops, *self.evaluate(ctx, y_pred, y, mask, sample_weight))
 
     def per_list(
         self, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None, ctx: Context | None = None

@@ -88,7 +88,9 @@ class NDCGKernel(ListKernel):
         t = self.conventions.relevance_threshold
         return self.gain_fn(labels if t is None else sel.ops.where(labels >= t, labels, 0.0))
 
-    def list_values(self, sel: Selection) -> ListOutput:
+    def dcg(self, sel: Selection) -> tuple[Array, Array]:
+        """``(d, DCG)``: the discounts ``(K,)`` of the ranks and ``DCG@k`` ``(B, len(top_k))``
+        of the ranking (shared with :class:`~rankstream.core.metrics.dcg.DCGKernel`)."""
         ops = sel.ops
         disc = (
             1.0 / ops.log2(sel.positions + 1.0)
@@ -100,7 +102,21 @@ class NDCGKernel(ListKernel):
             gains = gains * sel.in_list
         if sel.item_weights is not None:
             gains = gains * sel.item_weights
-        dcg = self.cut(sel, ops.cumsum(gains * disc, axis=1))
+        return disc, self.cut(sel, ops.cumsum(gains * disc, axis=1))
+
+    def item_gains(self, sel: Selection) -> tuple[Array, Array]:
+        """``(g, wg)``: every item's gain and (weighted) gain ``(B, N)``, ``wg`` 0 on items
+        not in the list (one full pass over the labels)."""
+        y = sel.ops.cast(sel.full_labels, sel.positions.dtype)
+        g = self._gains(sel, y)
+        wg = g if sel.full_item_weights is None else g * sel.full_item_weights
+        if sel.full_valid is not None:
+            wg = wg * sel.ops.cast(sel.full_valid, y.dtype)
+        return g, wg
+
+    def list_values(self, sel: Selection) -> ListOutput:
+        ops = sel.ops
+        disc, dcg = self.dcg(sel)
         if sel.full_item_weights is None and isinstance(self.gain, str):
             # Named gains are monotone: the ideal ranking is one topk of the labels, and a list
             # is relevant when its best label reaches the threshold (keras-rs: a positive gain).
@@ -115,11 +131,8 @@ class NDCGKernel(ListKernel):
             return ListOutput(self.divide(sel, dcg, idcg), relevant, ideal_gains[:, 0])
         # One full pass: every item's (weighted) gain, items not in the list last; the ideal
         # ranking orders the items by (weighted) gain (a callable gain need not be monotone).
-        y = ops.cast(sel.full_labels, sel.positions.dtype)
-        g = self._gains(sel, y)
-        wg = g if sel.full_item_weights is None else g * sel.full_item_weights
+        g, wg = self.item_gains(sel)
         if sel.full_valid is not None:
-            wg = wg * ops.cast(sel.full_valid, y.dtype)
             ideal_gains = ops.topk(ops.where(sel.full_valid, wg, float("-inf")), sel.k)[0]
             ideal_gains = ops.where(ideal_gains > float("-inf"), ideal_gains, 0.0)
         else:

@@ -2,9 +2,11 @@
 
 ``keras_rs_mean`` follows keras-rs 0.4.0's documented and implemented semantics: labels < 0,
 ``mask=False`` and items weighted <= 0 are dropped; item weights enter DCG/IDCG and the AP sums;
-the ideal ranking orders items by weight * gain; per-list weights are collapsed from the item
-weights by keras-rs's ``get_list_weights`` rule; the result is the weighted mean over lists
-(0 when all weights are 0). Ties among valid items rank the earlier index first.
+the ideal ranking orders items by weight * gain; HitRate@k (a relevant item in the top k) and
+R-precision (precision at R, the number of relevant items), not in keras-rs, are unweighted per
+list; per-list weights are collapsed from the item weights by keras-rs's ``get_list_weights``
+rule; the result is the weighted mean over lists (0 when all weights are 0). Ties among valid
+items rank the earlier index first.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def item_weights(sample_weight, shape):
         return np.full((b, n), float(w))
     if w.ndim == 1:
         return np.repeat(w[:, None], n, axis=1)
-    return w.copy()
+    return np.broadcast_to(w, (b, n)).copy()  # (batch, list_size) or (batch, 1)
 
 
 def keras_rs_mean(metric, scores, labels, k=None, **kw):
@@ -71,6 +73,11 @@ def keras_rs_sums(
             idcg = sum(v * discount(j) for j, v in enumerate(ideal[:kk], start=1))
             values.append(dcg / idcg if idcg != 0 else 0.0)
             rel = [gain(y[i]) for i in range(n)]
+        elif metric in ("hit_rate", "r_precision"):  # not in keras-rs: its conventions
+            rel = [1.0 if y[i] >= rel_threshold else 0.0 for i in range(n)]
+            cut = order[:kk] if metric == "hit_rate" else order[: round(sum(rel))]
+            hits = sum(rel[i] for i in cut)
+            values.append(float(hits > 0) if metric == "hit_rate" else (hits / len(cut) if cut else 0.0))
         else:
             rel = [1.0 if y[i] >= rel_threshold else 0.0 for i in range(n)]
             hits, total = 0, 0.0

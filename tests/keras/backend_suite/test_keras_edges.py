@@ -41,10 +41,10 @@ from rankstream.core import backends
 from rankstream.keras import (
     GMR,
     MAP,
-    MRR,
     NDCG,
     ArithmeticMeanRank,
     HitsAtK,
+    InverseHarmonicMeanRank,
     RankBasedMetrics,
 )
 
@@ -225,7 +225,7 @@ def test_nan_and_minus_inf_labels_are_padding(mode, no_read):
     logs = evaluate(identity_model(N, metrics, mode=mode), s, y, batch_size=B)
     for name in ("ndcg", "map"):
         halves = [(s[h], y[h], {}) for h in (slice(0, B), slice(B, None))]
-        assert logs[name] == pytest.approx(krs(name, *halves, k=3), **TOL)
+        assert logs[f"{name}@3"] == pytest.approx(krs(name, *halves, k=3), **TOL)
     assert [m.invalid_count for m in metrics] == [0, 0]
 
 
@@ -249,7 +249,7 @@ if BACKEND == "jax":  # keras-rs's masking is sound on JAX only
                 eager.update_state(y[b], s[b])
             assert value(eager) == pytest.approx(float(peer.result()), **TOL)
             logs = evaluate(identity_model(N, [cls(k=4)], mode="jit"), s, y, batch_size=B)
-            assert logs[name] == pytest.approx(float(peer.result()), **TOL)
+            assert logs[f"{name}@4"] == pytest.approx(float(peer.result()), **TOL)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -291,7 +291,7 @@ def test_rank_metrics_refuse_nan_and_inf_labels():
     """Rank-based metrics: an index is an integer (float targets are refused, NaN cannot be
     one) and binary labels are 0/1: NaN or inf labels are a clear error, never a number."""
     s = np.array([[0.3, 0.2, 0.1], [0.1, 0.3, 0.2]], "float32")
-    for metric in (HitsAtK(k=1), MRR(), RankBasedMetrics()):
+    for metric in (HitsAtK(k=1), InverseHarmonicMeanRank(), RankBasedMetrics()):
         before = snapshot(metric)
         with pytest.raises(TypeError, match=r"y_true of shape \(batch,\) must hold integer indices"):
             metric.update_state(np.array([0.0, np.nan], "float32"), s)
@@ -353,13 +353,21 @@ ALL_METRICS = [
     lambda: NDCG(k=2, shuffle_ties=False),
     lambda: MAP(k=2),
     lambda: HitsAtK(k=1),
-    lambda: MRR(),
+    lambda: InverseHarmonicMeanRank(),
     lambda: GMR(),
     lambda: ArithmeticMeanRank(),
     lambda: RankBasedMetrics(ks=KS),
 ]
-METRIC_IDS = ["NDCG", "MAP", "HitsAtK", "MRR", "GMR", "ArithmeticMeanRank", "RankBasedMetrics"]
-RANK_IDS = {"HitsAtK", "MRR", "GMR", "ArithmeticMeanRank", "RankBasedMetrics"}
+METRIC_IDS = [
+    "NDCG",
+    "MAP",
+    "HitsAtK",
+    "InverseHarmonicMeanRank",
+    "GMR",
+    "ArithmeticMeanRank",
+    "RankBasedMetrics",
+]
+RANK_IDS = {"HitsAtK", "InverseHarmonicMeanRank", "GMR", "ArithmeticMeanRank", "RankBasedMetrics"}
 
 
 def targets(name, b, n, rng=None):
@@ -391,7 +399,7 @@ def test_empty_lists_through_evaluate(mode, no_read):
     if mode == "no-read":
         no_read()
     for make, name in zip(ALL_METRICS, METRIC_IDS, strict=True):
-        if name not in ("NDCG", "MRR"):
+        if name not in ("NDCG", "InverseHarmonicMeanRank"):
             continue
         model = identity_model(0, [make()], mode=mode)
         with pytest.raises(ValueError, match=r"y_pred must have at least one"):
@@ -444,8 +452,10 @@ def test_batch_by_one_weights_in_evaluate(mode, no_read):
     w = rng.uniform(0.2, 2.0, (2 * B, 1)).astype("float32")
     logs = evaluate(identity_model(N, weighted_metrics=[NDCG(k=3)], mode=mode), s, y, w, batch_size=B)
     halves = [(s[h], y[h], {"sample_weight": w[h, 0]}) for h in (slice(0, B), slice(B, None))]
-    assert logs["ndcg"] == pytest.approx(krs("ndcg", *halves, k=3), **TOL)
-    logs = evaluate(identity_model(N, weighted_metrics=[MRR()], mode=mode), s, t, w, batch_size=B)
+    assert logs["ndcg@3"] == pytest.approx(krs("ndcg", *halves, k=3), **TOL)
+    logs = evaluate(
+        identity_model(N, weighted_metrics=[InverseHarmonicMeanRank()], mode=mode), s, t, w, batch_size=B
+    )
     naive = ref.naive_rank_values(ref.naive_rank_sums(s, t, w[:, 0]))
     assert logs["mrr"] == pytest.approx(naive["inverse_harmonic_mean_rank"], **TOL)
 
@@ -469,9 +479,9 @@ def test_state_dict_says_what_it_belongs_to():
 
 
 def test_a_refused_load_changes_nothing():
-    mrr, hits = MRR(), HitsAtK(k=1)
+    mrr, hits = InverseHarmonicMeanRank(), HitsAtK(k=1)
     s = ref.tie_free_scores(np.random.default_rng(10), 4, 5)
-    t = targets("MRR", 4, 5)
+    t = targets("InverseHarmonicMeanRank", 4, 5)
     mrr.update_state(t, s)
     hits.update_state(t, s)
     before = snapshot(hits)
@@ -594,7 +604,7 @@ def test_signed_zeros_are_ties(mode, no_read):
         metric = cls(k=1, shuffle_ties=False)
         u(metric, y[1:], s[1:])
         assert value(metric) == 0.0
-    metric = MRR()
+    metric = InverseHarmonicMeanRank()
     u(metric, np.array([1, 0], "int32"), s)
     assert value(metric) == pytest.approx(1 / 1.5, **TOL)
 
@@ -709,7 +719,7 @@ def _make(name):
         "NDCG": lambda: NDCG(k=3, shuffle_ties=False),
         "MAP": lambda: MAP(k=3, shuffle_ties=False),
         "HitsAtK": lambda: HitsAtK(k=3),
-        "MRR": lambda: MRR(),
+        "InverseHarmonicMeanRank": lambda: InverseHarmonicMeanRank(),
         "GMR": lambda: GMR(),
         "ArithmeticMeanRank": lambda: ArithmeticMeanRank(),
         "RankBasedMetrics": lambda: RankBasedMetrics(ks=KS),
@@ -804,7 +814,7 @@ def _expected(name, batches):
         values = ref.naive_rank_values(total, KS if name == "RankBasedMetrics" else (3,))
         pick = {
             "HitsAtK": "hits_at_3",
-            "MRR": "inverse_harmonic_mean_rank",
+            "InverseHarmonicMeanRank": "inverse_harmonic_mean_rank",
             "GMR": "geometric_mean_rank",
             "ArithmeticMeanRank": "arithmetic_mean_rank",
         }
@@ -822,7 +832,7 @@ def _check_value(name, got, expected):
         assert got == pytest.approx(expected, **TOL)
 
 
-NAMES = ["NDCG", "MAP", "HitsAtK", "MRR", "GMR", "ArithmeticMeanRank", "RankBasedMetrics"]
+NAMES = ["NDCG", "MAP", "HitsAtK", "InverseHarmonicMeanRank", "GMR", "ArithmeticMeanRank", "RankBasedMetrics"]
 
 
 @pytest.mark.parametrize("mode", MODES)

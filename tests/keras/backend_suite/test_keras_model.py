@@ -59,7 +59,7 @@ def test_fit_two_epochs_reports_the_metric_of_predict(jit):
     model = tiny_model()
     model.compile("sgd", "mse", metrics=[NDCG(k=5), MAP()], jit_compile=jit)
     history = model.fit(x, y, batch_size=10, epochs=2, validation_data=(xv, yv), verbose=0)
-    assert len(history.history["ndcg"]) == 2
+    assert len(history.history["ndcg@5"]) == 2
     pred = model.predict(xv, batch_size=10, verbose=0)
     assert_no_near_ties(pred)
     ndcg = NDCG(k=5)
@@ -68,13 +68,13 @@ def test_fit_two_epochs_reports_the_metric_of_predict(jit):
     map_.update_state(yv, pred)
     expected_ndcg = reference("ndcg", pred, yv, 5)
     expected_map = reference("map", pred, yv, None)
-    assert history.history["val_ndcg"][-1] == pytest.approx(expected_ndcg, rel=1e-5, abs=1e-6)
+    assert history.history["val_ndcg@5"][-1] == pytest.approx(expected_ndcg, rel=1e-5, abs=1e-6)
     assert history.history["val_map"][-1] == pytest.approx(expected_map, rel=1e-5, abs=1e-6)
     assert float(ndcg.result()) == pytest.approx(expected_ndcg, rel=1e-5, abs=1e-6)
     assert float(map_.result()) == pytest.approx(expected_map, rel=1e-5, abs=1e-6)
     # evaluate in other batch sizes (the last one partial): the same numbers
     logs = model.evaluate(xv, yv, batch_size=6, verbose=0, return_dict=True)
-    assert logs["ndcg"] == pytest.approx(expected_ndcg, rel=1e-5, abs=1e-6)
+    assert logs["ndcg@5"] == pytest.approx(expected_ndcg, rel=1e-5, abs=1e-6)
     assert logs["map"] == pytest.approx(expected_map, rel=1e-5, abs=1e-6)
 
 

@@ -23,7 +23,6 @@ from rankstream.core.backends.keras import keras_ops
 from rankstream.core.metrics import rank_based
 from rankstream.keras import (
     GMR,
-    MRR,
     ArithmeticMeanRank,
     GeometricMeanRank,
     HitsAtK,
@@ -151,7 +150,9 @@ def test_values_match_naive_ranks_and_pykeen(kind, rank_type):
     singles = {
         "hits_at_3": HitsAtK(3, rank_type=rank_type),
         "expected_hits_at_1": HitsAtK(1, rank_type=rank_type, output="expected"),
-        "adjusted_inverse_harmonic_mean_rank": MRR(rank_type=rank_type, output="adjusted"),
+        "adjusted_inverse_harmonic_mean_rank": InverseHarmonicMeanRank(
+            rank_type=rank_type, output="adjusted"
+        ),
         "variance_geometric_mean_rank": GMR(rank_type=rank_type, output="variance"),
         "z_arithmetic_mean_rank": ArithmeticMeanRank(rank_type=rank_type, output="z"),
     }
@@ -169,7 +170,7 @@ def test_plain_inputs_and_sparse_target_column():
         metric = RankBasedMetrics(ks=KS)
         metric.update_state(y_true, s)
         assert_close(as_floats(metric.result()), want)
-    metric = MRR()
+    metric = InverseHarmonicMeanRank()
     metric.update_state(y, s)
     assert float(metric.result()) == pytest.approx(want["inverse_harmonic_mean_rank"], **TOL)
 
@@ -286,7 +287,7 @@ def test_constructor_errors():
     with pytest.raises(ValueError, match="RankBasedMetrics"):
         HitsAtK(k=[1, 3])
     with pytest.raises(ValueError, match="rank_type"):
-        MRR(rank_type="average")
+        InverseHarmonicMeanRank(rank_type="average")
     with pytest.raises(ValueError, match="output"):
         GMR(output="mean")
     with pytest.raises(ValueError, match="ks"):
@@ -326,7 +327,7 @@ def test_get_config_round_trip(metric):
 def test_default_names():
     assert HitsAtK(10).name == "hits_at_10"
     assert HitsAtK(3, output="z").name == "z_hits_at_3"
-    assert MRR().name == "mrr" and GMR(output="adjusted").name == "adjusted_gmr"
+    assert InverseHarmonicMeanRank().name == "mrr" and GMR(output="adjusted").name == "adjusted_gmr"
     assert ArithmeticMeanRank().name == "mean_rank"
     assert RankBasedMetrics().name == "rank_based"
 
@@ -451,7 +452,7 @@ def test_compiled_model_reports_the_metrics_of_predict():
         "sgd",
         loss=lambda yt, yp: keras.ops.mean(yp * yp),
         metrics=[RankBasedMetrics(ks=KS), HitsAtK(3, rank_type="pessimistic", name="hits3_pess")],
-        weighted_metrics=[MRR(rank_type="optimistic", name="w_mrr")],
+        weighted_metrics=[InverseHarmonicMeanRank(rank_type="optimistic", name="w_mrr")],
         jit_compile=BACKEND != "torch",  # torch.compile takes minutes on a small CPU box
     )
     history = model.fit(x, y, batch_size=10, epochs=1, validation_data=(xv, yv, wv), verbose=0)
@@ -515,7 +516,7 @@ def test_state_dtype_argument():
     assert default.state_dtype == ("float64" if X64 else "float32")
     assert default.kernel.gmr_order == (rank_based.DEFAULT_GMR_ORDER if X64 else rank_based.FLOAT32_GMR_ORDER)
     assert default.get_config()["state_dtype"] is None  # a saved model takes the loading backend's
-    for cls in (HitsAtK, MRR, GMR, ArithmeticMeanRank, RankBasedMetrics):
+    for cls in (HitsAtK, InverseHarmonicMeanRank, GMR, ArithmeticMeanRank, RankBasedMetrics):
         metric = cls(state_dtype="float32")
         assert metric.get_config()["state_dtype"] == "float32"
         assert type(metric).from_config(metric.get_config()).state_dtype == "float32"

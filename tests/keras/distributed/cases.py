@@ -63,7 +63,7 @@ METRICS = [
     Metric("ndcg@3", "rk.NDCG(k=3, seed=7)", ("ndcg", 3, None)),  # random tie order (a SeedGenerator)
     Metric("map@2", "rk.MAP(k=2, shuffle_ties=False)", ("map", 2, None)),
     Metric("hits@3", "rk.HitsAtK(3)", ("hits", 3), target="index"),
-    Metric("mrr", "rk.MRR()", ("mrr",), target="index"),
+    Metric("mrr", "rk.InverseHarmonicMeanRank()", ("mrr",), target="index"),
     Metric("gmr", "rk.GMR()", ("gmr",), target="index"),
     Metric("rank_based", "rk.RankBasedMetrics(ks=(1, 3))", ("rank_based", (1, 3)), target="index"),
 ]

@@ -1,0 +1,173 @@
+"""Many list metrics in one pass: ``ListMetrics(["ndcg@10", "map@5", "recall@20", "mrr@10"])``.
+
+One batch is validated once and ranked once, at the largest cut-off of all the metrics; every
+metric then reads its own values from that one selection (each ``k`` is a column of cumulative
+sums) and keeps its own sums, under its own field names (``"ndcg_10__value_sum"``, ...). The
+result is a dict keyed by the names as given. So the collection equals its metrics computed
+one by one (tested), at little more than the cost of the most expensive one.
+
+Names are written as ranx and ir_measures write them, case-insensitive: ``ndcg``, ``map``
+(``ap``), ``recall`` (``r``), ``mrr`` (``rr``), ``precision`` (``p``), ``hit_rate``
+(``hitrate``, ``success``), ``dcg``, ``r_precision`` (``rprec``), each with ``@k`` or (the whole
+list) without.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
+from rankstream.core.inputs import check_list_values
+from rankstream.core.metrics.lists import ListKernel, list_sums
+from rankstream.core.state import kernel_config
+
+#: k of a name without ``@k``: past any list's end, so the whole list
+WHOLE_LIST = 2**31 - 1
+ALIASES = {
+    "ndcg": "ndcg",
+    "map": "map",
+    "ap": "map",
+    "recall": "recall",
+    "r": "recall",
+    "mrr": "mrr",
+    "rr": "mrr",
+    "precision": "precision",
+    "p": "precision",
+    "hit_rate": "hit_rate",
+    "hitrate": "hit_rate",
+    "success": "hit_rate",
+    "dcg": "dcg",
+    "r_precision": "r_precision",
+    "rprec": "r_precision",
+}
+_KERNELS = {
+    "ndcg": "NDCGKernel",
+    "map": "MAPKernel",
+    "recall": "RecallKernel",
+    "mrr": "ReciprocalRankKernel",
+    "precision": "PrecisionKernel",
+    "hit_rate": "HitRateKernel",
+    "dcg": "DCGKernel",
+    "r_precision": "RPrecisionKernel",
+}
+_BATCH_CONVENTIONS = ("ties", "seed", "weighting", "negative_labels")
+
+
+def parse_name(name: str) -> tuple[str, int | None]:
+    """``"nDCG@10"`` -> ``("ndcg", 10)``; ``"map"`` -> ``("map", None)``."""
+    m = re.fullmatch(r"\s*([A-Za-z_]+)\s*(?:@\s*(\d+))?\s*", name) if isinstance(name, str) else None
+    base = ALIASES.get(m.group(1).lower()) if m else None
+    if base is None or (m.group(2) is not None and int(m.group(2)) < 1):
+        known = sorted(set(ALIASES))
+        raise ValueError(f"unknown list metric {name!r}: write one of {known} with @k (k >= 1) or without")
+    return base, None if m.group(2) is None else int(m.group(2))
+
+
+def make_kernel(name: str, defaults: Mapping[str, Any] | None = None, **conventions: Any) -> ListKernel:
+    """The kernel of one named metric: ``defaults[base]`` (an adapter's peer defaults for that
+    metric) and then ``conventions`` as keyword arguments."""
+    from rankstream.core import metrics
+
+    base, k = parse_name(name)
+    cls = getattr(metrics, _KERNELS[base])
+    kw = {**(defaults or {}).get(base, {}), **conventions}
+    if base == "r_precision":
+        return cls(**kw)
+    return cls(WHOLE_LIST if k is None else k, **kw)
+
+
+class ListMetrics:
+    """A kernel holding several list metrics, computed from one selection per batch.
+
+    Args:
+        metrics: names (``"ndcg@10"``, ...; see the module docstring), or ``{name: kernel}``.
+        defaults: per metric base name, keyword arguments for its kernel (an adapter's peer
+            conventions, e.g. ``{"map": {"denominator": "all"}}``).
+        conventions: keyword arguments for every kernel (``empty``, ``ties``, ``seed``, ...).
+
+    Every metric must read the batch the same way: ``ties``, ``seed``, ``weighting`` and
+    ``negative_labels`` are shared; thresholds, denominators and gains may differ.
+    """
+
+    name = "list_metrics"
+
+    def __init__(
+        self,
+        metrics: Sequence[str] | Mapping[str, ListKernel],
+        defaults: Mapping[str, Mapping[str, Any]] | None = None,
+        **conventions: Any,
+    ) -> None:
+        if isinstance(metrics, str) or not isinstance(metrics, (Sequence, Mapping)) or len(metrics) == 0:
+            raise ValueError(f"metrics must be a non-empty list of names, got {metrics!r}")
+        if isinstance(metrics, Mapping):
+            members = dict(metrics)
+        else:
+            if len(set(metrics)) != len(metrics):
+                raise ValueError(f"metrics must not repeat a name, got {list(metrics)}")
+            members = {name: make_kernel(name, defaults, **conventions) for name in metrics}
+        first = next(iter(members.values()))
+        for name, kernel in members.items():
+            if not isinstance(kernel, ListKernel):
+                raise TypeError(f"metrics[{name!r}] must be a list metric kernel, got {kernel!r}")
+            differ = [c for c in _BATCH_CONVENTIONS if getattr(kernel, c) != getattr(first, c)]
+            if differ:
+                raise ValueError(f"metrics[{name!r}] reads the batch differently ({differ}) from the others")
+        self._members = members
+        self.metrics = list(members)
+        self.settings = {name: kernel_config(kernel) for name, kernel in members.items()}
+        # field names every framework accepts as a variable name: "ndcg@10" -> "ndcg_10__value_sum"
+        self._keys = {n: re.sub(r"\W", "_", n) for n in members}
+        if len(set(self._keys.values())) != len(members):
+            raise ValueError(f"metrics must differ in more than punctuation, got {list(members)}")
+        self.fields = {
+            f"{self._keys[n]}__{f}": shape for n, k in members.items() for f, shape in k.fields.items()
+        }
+        self._k = max(k.top_k[-1] for k in members.values())
+
+    @property
+    def random_ties(self) -> bool:
+        return next(iter(self._members.values())).random_ties
+
+    def runtime(self, generator: Any = None) -> Runtime:
+        return next(iter(self._members.values())).runtime(generator)
+
+    def context(self, like: Any, ops: Ops | None = None) -> Context:
+        return self.runtime().context(like, ops)
+
+    def batch_sums(
+        self, ctx: Context | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
+    ) -> dict[str, Array]:
+        """Every metric's sums from one validation and one selection of the batch."""
+        ctx = ctx or self.context(y_pred, get_ops(y_pred, y, mask, sample_weight))
+        first = next(iter(self._members.values()))
+        sel = first.selection(ctx, first.read_batch(ctx, y_pred, y, mask, sample_weight), k=self._k)
+        invalid = check_list_values(sel, first.negative_labels)
+        out: dict[str, Array] = {}
+        for name, kernel in self._members.items():
+            sums = list_sums(ctx.ops, *kernel.outputs(sel, invalid), invalid)
+            out.update({f"{self._keys[name]}__{field}": value for field, value in sums.items()})
+        return out
+
+    def _part(self, sums: Mapping[str, Any], name: str) -> dict[str, Any]:
+        return {field: sums[f"{self._keys[name]}__{field}"] for field in self._members[name].fields}
+
+    def compute(self, sums: Mapping[str, Any], xp: Any = np) -> dict[str, Array]:
+        return {n: k.compute(self._part(sums, n), xp)["value"] for n, k in self._members.items()}
+
+    def select(self, values: Mapping[str, Array]) -> dict[str, Array]:
+        """One scalar per metric name (every name has one cut-off)."""
+        return {name: value[0] for name, value in values.items()}
+
+    def finalize(self, values: Mapping[str, Any]) -> dict[str, float]:
+        return {name: float(np.asarray(v).reshape(-1)[0]) for name, v in values.items()}
+
+    def check_computable(self, sums: Mapping[str, np.ndarray], name: str | None = None) -> None:
+        for member, kernel in self._members.items():
+            kernel.check_computable(self._part(sums, member), name=f"{name or 'ListMetrics'}[{member!r}]")
+
+    def __repr__(self) -> str:
+        return f"ListMetrics({self.metrics})"

@@ -1,0 +1,57 @@
+"""Discounted cumulative gain at k (unnormalised).
+
+For one list, with ``g(.)`` the gain, ``d(j)`` the discount of rank ``j`` and ``y_(j)`` the
+label of the item ranked ``j``-th by the scores::
+
+    DCG@k = sum_{j <= k} g(y_(j)) * d(j)
+
+Defaults as keras-rs ``DCG``: ``g(y) = 2^y - 1`` (``gain="exp_rank"``; ``"linear_rank"`` is
+``g(y) = y``, or any callable on arrays) and ``d(j) = 1 / log2(j + 1)`` (or any callable of the
+1-based rank); the gain and discount code is :class:`~rankstream.core.metrics.ndcg.NDCGKernel`'s,
+so ``nDCG@k = DCG@k / IDCG@k`` of the same options. With ``relevance_threshold=t`` labels below
+``t`` count as 0 before the gain; ``None`` (default) uses the labels as they are. A list is
+relevant when it holds a label ``> 0`` (``>= t``); lists without one are skipped or count 0
+per the ``empty`` policy. Per-item weights (``weighting="keras_rs"``) weigh every gain,
+``DCG@k = sum_{j <= k} w_(j) g(y_(j)) d(j)``, and give each list its weight from its gains as
+keras-rs does. Cost: one top-``max(k)`` selection, one cumulative sum, one count of the relevant
+items (and one pass over the gains for keras-rs weighting).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rankstream.core.backends import Array
+from rankstream.core.metrics.lists import ListOutput, Selection
+from rankstream.core.metrics.ndcg import NDCGKernel
+
+
+class DCGKernel(NDCGKernel):
+    """DCG@k for every ``k`` in ``top_k``. Args as :class:`~rankstream.core.metrics.ndcg.NDCGKernel`
+    (``relevance_threshold`` default None: the labels as they are, keras-rs's)."""
+
+    name = "dcg"
+    weighted_values = True
+
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        *,
+        gain: str | Callable[[Array], Array] = "exp_rank",
+        discount: Callable[[Array], Array] | None = None,
+        relevance_threshold: float | None = None,
+        **conventions: Any,
+    ) -> None:
+        super().__init__(
+            top_k, gain=gain, discount=discount, relevance_threshold=relevance_threshold, **conventions
+        )
+
+    def list_values(self, sel: Selection) -> ListOutput:
+        _, dcg = self.dcg(sel)
+        relevant = self.count_relevant(sel) > 0
+        if self.conventions.weighting != "keras_rs":
+            return ListOutput(dcg, relevant)
+        g, wg = self.item_gains(sel)
+        g = g if sel.full_valid is None else g * sel.ops.cast(sel.full_valid, g.dtype)
+        return ListOutput(dcg, relevant, sel.ops.sum(g, axis=1), sel.ops.sum(wg, axis=1))

@@ -1,0 +1,32 @@
+"""Reciprocal rank at k (MRR@k is its mean over the lists).
+
+For one list with binary relevance ``rel_j`` of the item ranked ``j``-th by the scores::
+
+    RR@k = 1 / j*  with j* the rank of the first relevant item, if j* <= k; else 0
+
+(list-wise, as keras-rs ``MeanReciprocalRank``, torchmetrics ``RetrievalMRR`` with ``top_k``,
+trec_eval ``recip_rank`` / ir_measures ``RR@k``; not PyKEEN's per-positive
+``InverseHarmonicMeanRank``). Computed as ``sum_{j <= k} first_j / j`` where ``first_j`` marks
+the position whose cumulative relevance first reaches 1. Relevance, masks, the ``empty`` policy
+and per-item weights as in :mod:`~rankstream.core.metrics.precision`. Cost: one
+top-``max(k)`` selection, two cumulative sums, one count of the relevant items.
+"""
+
+from __future__ import annotations
+
+from rankstream.core.metrics.lists import ListOutput, Selection
+from rankstream.core.metrics.precision import BinaryListKernel
+
+
+class ReciprocalRankKernel(BinaryListKernel):
+    """RR@k for every ``k`` in ``top_k``. Args: ``top_k``; the conventions of
+    :class:`~rankstream.core.metrics.lists.ListConventions` as keywords."""
+
+    name = "reciprocal_rank"
+
+    def list_values(self, sel: Selection) -> ListOutput:
+        ops = sel.ops
+        rel, n_rel, w_rel = self.ranked_relevance(sel)
+        first = ops.where(ops.cumsum(rel, axis=1) == 1.0, rel, 0.0)  # 1 at the first relevant item
+        rr = self.cut(sel, ops.cumsum(first / sel.positions, axis=1))
+        return ListOutput(rr, n_rel > 0, n_rel, w_rel)
