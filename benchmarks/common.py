@@ -19,6 +19,24 @@ def median_ms(fn: Callable[[], object], repeat: int = 7, warmup: int = 1) -> flo
     return times[len(times) // 2] * 1e3
 
 
+def interleaved_ms(
+    fns: dict[str, Callable[[], object]], repeat: int = 31, warmup: int = 3
+) -> dict[str, float]:
+    """Median wall time in milliseconds of each of ``fns``, measured side by side: every
+    repetition runs each function once, in turn, so a neighbour's load on the shared cores
+    falls on all of them alike and the ratios of the medians stay meaningful."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: sorted(ts)[len(ts) // 2] * 1e3 for name, ts in times.items()}
+
+
 def markdown_table(rows: list[dict], columns: list[str]) -> str:
     def fmt(v: object) -> str:
         if isinstance(v, float):

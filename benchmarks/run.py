@@ -23,7 +23,24 @@ SECTIONS = [
         "benchmarks.bench_keras",
         {"KERAS_BACKEND": "torch"},
     ),
+    ("Small eager batches: Ignite update vs minimal eager nDCG / MAP", "benchmarks.bench_small", {}),
+    (
+        "Compiled Keras on JAX: what a metric adds to evaluate",
+        "benchmarks.bench_compiled",
+        {"KERAS_BACKEND": "jax"},
+    ),
+    (
+        "Compiled Keras on TensorFlow: what a metric adds to evaluate",
+        "benchmarks.bench_compiled",
+        {"KERAS_BACKEND": "tensorflow"},
+    ),
+    (
+        "Whole lists (k=None), Keras on torch vs a sort",
+        "benchmarks.bench_whole_list",
+        {"KERAS_BACKEND": "torch"},
+    ),
     ("Streamed rank-based metrics (ranks from scores)", "benchmarks.bench_ranks", {}),
+    ("PyKEEN's report (3 rank types x head, tail, both) in one metric", "benchmarks.bench_report", {}),
     ("Closed-form statistics (GMR, MRR) vs PyKEEN", "benchmarks.bench_stats", {}),
 ]
 

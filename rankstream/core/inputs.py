@@ -387,6 +387,19 @@ def check_positive_ints(value: Any, name: str) -> list[int]:
     return sorted(items)
 
 
+def list_values_ok(ops: Ops, labels: Array, weights: Array | None, item_weights: Array | None) -> Array:
+    """A 0-d bool, True when :func:`check_list_values` finds nothing bad in these values (labels
+    0 on items not in the list): read back with the ranking's tie check, it spares the update a
+    second read. False may be a false alarm (a sum of finite labels overflowing); the full check
+    decides then."""
+    ok = ops.isfinite(ops.sum(labels))
+    if weights is not None:
+        ok = ok & ops.all(ops.isfinite(weights) & (weights >= 0))
+    if item_weights is not None:
+        ok = ok & ~ops.any(item_weights == float("inf"))
+    return ok
+
+
 def check_list_values(sel: Any, negative_labels: str = "keep") -> Array | None:
     """The value checks of a list batch (``sel`` a list metric's selection), which need the
     values: where they can be read back (``sel.ctx.read_back``) bad data raises
@@ -403,6 +416,8 @@ def check_list_values(sel: Any, negative_labels: str = "keep") -> Array | None:
     if sel.nan_rows is None:  # the values were read back by the ranking: raise now
         if sel.has_nan:
             raise ValueError("y_pred contains NaN scores (among the items in the lists)")
+        if sel.values_ok:  # list_values_ok read True with the ranking's read: nothing is bad
+            return None
         checks = [~ops.isfinite(ops.sum(labels))]  # cheap: a non-finite label makes it non-finite
         if w is not None:
             checks.append(ops.any(~ops.isfinite(w) | (w < 0)))

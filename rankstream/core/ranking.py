@@ -11,10 +11,14 @@ resolved by the policy:
 Cost: one ``topk`` at ``K + 1`` over the scores. Ties can only change the result when two of
 the ``K + 1`` selected values are equal, which is read off the small ``(B, K + 1)``
 selection; only those rows are re-ranked with a full stable sort (for random ties, after a
-random column permutation: a uniformly random order among tied items in every row).
+random column permutation: a uniformly random order among tied items in every row). Given the
+labels (``labels=``), only the rows where tied items differ in label or membership are: the
+other ties change nothing a list metric reads.
 
-Host reads: where reading back is free (CPU, eager; ``ctx.read_back``), the NaN check and the
-tie branch read two booleans back in one transfer. Where it would be a device sync (an
+Host reads: where reading back is free (CPU, eager; ``ctx.read_back``), one read per batch: in
+the common case one boolean (every row strictly decreasing over its ``K + 1`` selected values:
+no tie, no NaN, and the caller's ``also`` check), else the NaN check, the tie branch and
+``also`` in one transfer. Where it would be a device sync (an
 accelerator) or is impossible (tracing under ``jit``), nothing is read: the backend's
 ``topk_first`` ranks exactly (torch: one stable ``topk`` over packed int64 keys; JAX and
 TensorFlow: their ``topk`` is stable already), and NaN rows are returned as a device array for
@@ -40,6 +44,8 @@ class Ranked:
     indices: Array
     has_nan: bool | None
     nan_rows: Array | None = None
+    #: the ``also`` check of :func:`top_ranked` read back True (False: not read, or False)
+    also_ok: bool = False
 
 
 def check_ties(ties: str) -> str:
@@ -49,19 +55,30 @@ def check_ties(ties: str) -> str:
 
 
 def top_ranked(
-    ctx: Context, scores: Array, k: int, valid: Array | None = None, ties: str = "first"
+    ctx: Context,
+    scores: Array,
+    k: int,
+    valid: Array | None = None,
+    ties: str = "first",
+    also: Array | None = None,
+    labels: Array | None = None,
 ) -> Ranked:
     """Indices of the top ``k`` items per row (``k`` already clipped to the list length).
 
     ``scores`` is (B, N) floating; ``valid`` an optional (B, N) bool mask (False = not in the
     list). Masked items are ranked after every valid item, so with ``k`` larger than the
     number of valid items the tail of the result points at masked items; callers zero them
-    through the mask. Random ties draw from ``ctx.generator``.
+    through the mask. Random ties draw from ``ctx.generator``. ``also``: a 0-d bool check of
+    the caller's (e.g. "every label is finite") read back in the same transfer where values
+    are read back (``Ranked.also_ok``), so an update reads the host once. ``labels``: (B, N),
+    given when the caller reads nothing of the ranking but the labels and membership at each
+    rank: a tie between items of equal label and membership then changes nothing, and only
+    rows with another tie are re-ranked (the random stream is drawn as for any tie).
     """
     ops = ctx.ops
     if ctx.read_back:
-        idx, has_nan = _top_read_back(ops, scores, k, valid, ties, ctx.generator)
-        return Ranked(indices=idx, has_nan=has_nan, nan_rows=None)
+        idx, has_nan, also_ok = _top_read_back(ops, scores, k, valid, ties, ctx.generator, also, labels)
+        return Ranked(indices=idx, has_nan=has_nan, nan_rows=None, also_ok=also_ok)
     n = scores.shape[-1]
     perm = None
     if ties == "random" and n > 1:
@@ -82,28 +99,50 @@ def _masked(ops: Ops, scores: Array, valid: Array | None) -> Array:
 
 
 def _top_read_back(
-    ops: Ops, scores: Array, k: int, valid: Array | None, ties: str, generator: Any
-) -> tuple[Array, bool]:
+    ops: Ops,
+    scores: Array,
+    k: int,
+    valid: Array | None,
+    ties: str,
+    generator: Any,
+    also: Array | None,
+    labels: Array | None = None,
+) -> tuple[Array, bool, bool]:
     """CPU / eager: ``topk`` at ``k + 1``, then re-rank only the rows showing a tie (two
     equal values among the ``k + 1`` selected): a full stable sort of those rows, after a
     random column permutation of them for ``ties="random"``. Rows without such a tie have
-    the same top ``k`` under every tie order, so the policy only matters for the others."""
+    the same top ``k`` under every tie order, so the policy only matters for the others.
+
+    The common case costs one comparison and one read: every row strictly decreasing over
+    its ``k + 1`` selected values means no tie and no NaN (NaN ranks first and compares
+    False), whatever the policy. Returns ``(indices, has_nan, also_ok)``."""
     n = scores.shape[-1]
     s = _masked(ops, scores, valid)
     kq = min(k + 1, n)
     vals, idx = ops.topk(s, kq)
+    if kq > 1:
+        clean = ops.all(vals[:, :-1] > vals[:, 1:])
+        if ops.host_bools(clean if also is None else clean & also)[0]:
+            return idx[:, :k], False, also is not None
     nan_any = ops.any(ops.isnan(vals[:, 0]))
+    checks = [nan_any] if also is None else [nan_any, also]
     if kq == 1 or (ops.native_stable and valid is None and ties == "first"):
-        return idx[:, :k], ops.host_bools(nan_any)[0]
-    tie_rows = ops.any(vals[:, 1:] == vals[:, :-1], axis=1)
-    has_nan, any_tie = ops.host_bools(ops.stack([nan_any, ops.any(tie_rows)]))
+        flags = ops.host_bools(ops.stack(checks))
+        return idx[:, :k], flags[0], len(flags) > 1 and flags[1]
+    eq = vals[:, 1:] == vals[:, :-1]
+    tie_rows = ops.any(eq, axis=1)
+    rerank = tie_rows if labels is None else _ties_matter(ops, eq, idx, labels, valid, kq < n)
+    flags = ops.host_bools(ops.stack([*checks, ops.any(tie_rows), ops.any(rerank)]))
+    has_nan, any_tie, any_rerank = flags[0], flags[-2], flags[-1]
+    also_ok = also is not None and flags[1]
     if any_tie and not has_nan:
-        rows = ops.nonzero(tie_rows)
+        # drawn whenever a score tie is seen, so the random stream does not depend on labels
+        perm = ops.randperm(n, scores, generator) if ties == "random" else None
+    if any_tie and any_rerank and not has_nan:
+        rows = ops.nonzero(rerank)
         sub = ops.take(s, rows, axis=0)
         sub_valid = None if valid is None else ops.take(valid, rows, axis=0)
-        perm = None
-        if ties == "random":
-            perm = ops.randperm(n, scores, generator)
+        if perm is not None:
             sub = ops.take(sub, perm, axis=1)
             sub_valid = None if sub_valid is None else ops.take(sub_valid, perm, axis=1)
         keys = [sub]
@@ -113,4 +152,19 @@ def _top_read_back(
         if perm is not None:
             order = ops.cast(ops.lookup(perm, order), idx.dtype)
         idx = ops.set_rows(idx, rows, order)
-    return idx[:, :k], has_nan
+    return idx[:, :k], has_nan, also_ok
+
+
+def _ties_matter(
+    ops: Ops, eq: Array, idx: Array, labels: Array, valid: Array | None, open_end: bool
+) -> Array:
+    """(B,) rows where the order among tied scores can change the labels or membership seen at
+    some rank: tied neighbours that differ in either, or (``open_end``: items past the ``k + 1``
+    selected) a tie reaching the last selected place, whose run may go on unseen."""
+    lab = ops.take_along(labels, idx)
+    differ = lab[:, 1:] != lab[:, :-1]
+    if valid is not None:
+        member = ops.take_along(valid, idx)
+        differ = differ | (member[:, 1:] != member[:, :-1])
+    rows = ops.any(eq & differ, axis=1)
+    return rows | eq[:, -1] if open_end else rows

@@ -16,6 +16,7 @@ the Ignite and Keras adapters hold the same fields as tensors / variables.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -89,7 +90,7 @@ def result(kernel: Kernel, sums: Mapping[str, Any], name: str | None = None) -> 
 
 
 def field_sizes(fields: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
-    return {name: int(np.prod(shape, dtype=np.int64)) for name, shape in fields.items()}
+    return {name: math.prod(shape) for name, shape in fields.items()}
 
 
 def flat_size(fields: Mapping[str, tuple[int, ...]]) -> int:
@@ -102,7 +103,7 @@ def split_flat(flat: Any, fields: Mapping[str, tuple[int, ...]]) -> dict[str, An
     out: dict[str, Any] = {}
     start = 0
     for name, shape in fields.items():
-        size = int(np.prod(shape, dtype=np.int64))
+        size = math.prod(shape)
         out[name] = flat[start : start + size].reshape(shape)
         start += size
     return out
@@ -110,8 +111,7 @@ def split_flat(flat: Any, fields: Mapping[str, tuple[int, ...]]) -> dict[str, An
 
 def join_flat(ops: Ops, sums: Mapping[str, Any], fields: Mapping[str, tuple[int, ...]]) -> Any:
     """Concatenate field sums (in ``fields`` order) into one flat 1-D array."""
-    parts = [sums[name].reshape(-1) for name in fields]
-    return ops.concat(parts)
+    return ops.ravel_concat([sums[name] for name in fields])
 
 
 STATE_FORMAT = 1

@@ -58,6 +58,7 @@ OPS_METHODS = (
     "reshape",
     "stack",
     "concat",
+    "ravel_concat",
     # selection
     "topk",
     "topk_first",

@@ -74,6 +74,10 @@ class NumpyOps(Ops):
     def concat(self, xs: list[Array], axis: int = 0) -> Array:
         return np.concatenate(xs, axis=axis)
 
+    def ravel_concat(self, xs: list[Array]) -> Array:
+        """The arrays flattened and joined into one 1-D array."""
+        return np.concatenate([np.reshape(x, -1) for x in xs])
+
     # -- selection ------------------------------------------------------------------------
     def topk(self, x: Array, k: int) -> tuple[Array, Array]:
         # NaN ranks first, as in torch.topk, so a NaN check can read the first column.

@@ -38,6 +38,10 @@ class _TorchMath:
         return torch.pow(a, b)
 
 
+#: below this many elements the plain ops win on CPU (fewer calls; no buffer pass to save)
+_SMALL = 1 << 16
+
+
 def _count_dtype(n: int) -> Any:
     # 0/1 values summed in float32 are exact while a row total stays below 2^24.
     return torch.float32 if n < (1 << 24) else torch.float64
@@ -138,6 +142,13 @@ class TorchOps(Ops):
 
     def concat(self, xs: list[Array], axis: int = 0) -> Array:
         return torch.cat(xs, dim=axis)
+
+    def ravel_concat(self, xs: list[Array]) -> Array:
+        """The tensors flattened and joined into one 1-D tensor (one call for scalars and
+        vectors, the usual state fields)."""
+        if all(x.dim() <= 1 for x in xs):
+            return torch.hstack(xs)
+        return torch.cat([x.reshape(-1) for x in xs])
 
     # -- selection ------------------------------------------------------------------------
     def topk(self, x: Array, k: int) -> tuple[Array, Array]:
@@ -256,36 +267,18 @@ class TorchOps(Ops):
         self, labels: Array, t: float, strict: bool, valid: Any, dtype: Any, ws: Any = None
     ) -> Array:
         """Per row, the number of valid items with ``label > t`` (``strict``) or
-        ``label >= t``. On CPU the indicator is ``ceil(clamp(d, 0, 1))``, exactly
-        ``[d > 0]`` for any float ``d``, built in a workspace buffer (one, the size of the
-        labels)."""
-        if labels.device.type != "cpu" or ws is None:
+        ``label >= t``. On CPU the comparison writes 0/1 floats into a workspace buffer (a
+        float sum is several times faster than a bool one; NaN compares False), summed exactly
+        (float32 below 2^24 items). Small inputs take the plain ops (fewer calls)."""
+        if labels.device.type != "cpu" or ws is None or labels.numel() < _SMALL:
             rel = labels > t if strict else labels >= t
             if valid is not None:
                 rel = rel & valid
             return rel.sum(dim=-1, dtype=dtype)
-        buf = ws.get(
-            "relevant",
-            (tuple(labels.shape), labels.dtype),
-            lambda: torch.empty_like(labels, memory_format=torch.contiguous_format),
-        )
-        if strict and t == 0:
-            torch.clamp(labels, 0.0, 1.0, out=buf)
-        else:
-            if strict:
-                torch.sub(labels, t, out=buf)  # label > t  <=>  label - t > 0
-            else:
-                torch.sub(t, labels, out=buf)  # label >= t <=>  not (t - label > 0)
-            buf.clamp_(0.0, 1.0)
-        buf.ceil_()
-        if not strict:
-            buf.neg_().add_(1.0)
+        buf = _buffer(ws, "relevant", tuple(labels.shape), _count_dtype(int(labels.shape[-1])))
+        (torch.gt if strict else torch.ge)(labels, t, out=buf)
         if valid is not None:
             buf.mul_(valid)
-        # Sum in the buffer's dtype (exact for counts below 2^24 in float32; a casting sum to
-        # float64 is an order of magnitude slower on CPU), then cast the (B,) result.
-        if labels.shape[-1] >= 2**24 and buf.dtype != torch.float64:
-            buf = buf.double()
         return buf.sum(dim=-1).to(dtype)
 
     def row_count(self, cond: Array, acc: Any, ws: Workspace | None = None) -> Array:

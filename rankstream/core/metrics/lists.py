@@ -43,6 +43,7 @@ from rankstream.core.inputs import (
     check_list_values,
     check_positive_ints,
     list_batch,
+    list_values_ok,
 )
 from rankstream.core.ranking import check_ties, top_ranked
 from rankstream.core.state import check_sums
@@ -74,6 +75,9 @@ class ListConventions:
             )
 
 
+_CONVENTION_NAMES = frozenset(f.name for f in fields(ListConventions))
+
+
 @dataclass
 class Selection:
     """One batch seen by a list metric. ``labels``, ``in_list``, ``item_weights`` are
@@ -96,6 +100,7 @@ class Selection:
     shared: dict[Any, Any] = field(default_factory=dict)
     has_nan: bool | None = None  # NaN scores among the items (where values were read back)
     nan_rows: Array | None = None  # (B,) rows with NaN scores (where values could not be read back)
+    values_ok: bool = False  # labels and weights read back as fine with the ranking (no bad data)
 
     @property
     def ops(self) -> Ops:
@@ -138,19 +143,37 @@ class ListOutput:
     weighted_relevance: Array | None = None
 
 
+def positions(ctx: Context, k: int, like: Array, dtype: Any) -> Array:
+    """``1..k`` as a ``(k,)`` array in ``dtype``; kept in the instance's workspace where values
+    are read back (eager: nothing traced is ever kept)."""
+    make = lambda: ctx.ops.arange(1, k + 1, like, dtype)  # noqa: E731
+    if not ctx.read_back:
+        return make()
+    return ctx.workspace.get("positions", (k, dtype, getattr(like, "device", None)), make)
+
+
 def list_sums(
-    ops: Ops, values: Array, counted: Array, weights: Array, invalid: Array | None
+    ops: Ops, values: Array, counted: Array, weights: Array | None, invalid: Array | None
 ) -> dict[str, Array]:
-    """The fields' sums of one batch from per-list values, counted flags, weights and bad rows."""
+    """The fields' sums of one batch from per-list values, counted flags, weights (None: all
+    ones) and bad rows."""
     if invalid is not None:
         counted = counted & ~invalid
-    wc = ops.where(counted, weights, 0.0)
     values = ops.where(counted[:, None], values, 0.0)
+    if weights is None:  # 0/1 weights: the values are weighted already, the weights' sum is the count
+        wc = ops.cast(counted, values.dtype)
+        weight_sum = ops.sum(wc)
+        count = weight_sum
+    else:
+        wc = ops.where(counted, weights, 0.0)
+        weight_sum = ops.sum(wc)
+        count = ops.sum(ops.cast(wc > 0, wc.dtype))
+        values = values * wc[:, None]
     return {
-        "value_sum": ops.sum(values * wc[:, None], axis=0),
-        "weight_sum": ops.sum(wc),
-        "count": ops.sum(ops.cast(wc > 0, wc.dtype)),
-        "invalid": ops.sum(wc) * 0.0 if invalid is None else ops.sum(ops.cast(invalid, wc.dtype)),
+        "value_sum": ops.sum(values, axis=0),
+        "weight_sum": weight_sum,
+        "count": count,
+        "invalid": weight_sum * 0.0 if invalid is None else ops.sum(ops.cast(invalid, wc.dtype)),
     }
 
 
@@ -177,7 +200,7 @@ class ListKernel:
         }
 
     def __getattr__(self, name: str) -> Any:  # the conventions read as attributes
-        if name != "conventions" and name in {f.name for f in fields(ListConventions)}:
+        if name in _CONVENTION_NAMES:
             return getattr(self.conventions, name)
         raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
 
@@ -196,6 +219,9 @@ class ListKernel:
     # -- helpers for list_values --------------------------------------------------------
     def cut(self, sel: Selection, cum: Array) -> Array:
         """Columns of a cumulative ``(B, K)`` array at every ``k`` (clipped to ``K``)."""
+        if len(self.top_k) == 1:
+            k = min(self.top_k[0], sel.k)
+            return cum[:, k - 1 : k]
         return sel.ops.stack([cum[:, min(k, sel.k) - 1] for k in self.top_k], axis=1)
 
     def is_relevant(self, sel: Selection, labels: Array) -> Array:
@@ -218,7 +244,8 @@ class ListKernel:
     def divide(sel: Selection, num: Array, den: Array) -> Array:
         """``num / den``, 0 where ``den`` is 0."""
         ops = sel.ops
-        return ops.where(den > 0, num / ops.where(den > 0, den, 1.0), 0.0)
+        pos = den > 0
+        return ops.where(pos, num / ops.where(pos, den, 1.0), 0.0)
 
     # -- one batch -----------------------------------------------------------------------
     @property
@@ -242,7 +269,11 @@ class ListKernel:
         n = batch.list_size
         k = min(k or self.top_k[-1], n)
         acc = ops.acc_dtype(scores)
-        ranked = top_ranked(ctx, scores, k, valid=valid, ties=self.conventions.ties)
+        # where values are read back, the value checks ride on the ranking's one read
+        also = list_values_ok(ops, labels, batch.weights, batch.item_weights) if ctx.read_back else None
+        # the kernels read the labels and membership at each rank (and item weights, when given)
+        key = labels if batch.item_weights is None else None
+        ranked = top_ranked(ctx, scores, k, valid=valid, ties=self.conventions.ties, also=also, labels=key)
         idx = ranked.indices
         lab_sel = ops.cast(ops.take_along(labels, idx), acc)
         in_list = None
@@ -255,7 +286,7 @@ class ListKernel:
             k=k,
             labels=lab_sel,
             in_list=in_list,
-            positions=ops.arange(1, k + 1, scores, acc),
+            positions=positions(ctx, k, scores, acc),
             weights=batch.weights,
             n=n,
             full_labels=labels,
@@ -264,6 +295,7 @@ class ListKernel:
             full_item_weights=batch.item_weights,
             has_nan=ranked.has_nan,
             nan_rows=ranked.nan_rows,
+            values_ok=ranked.also_ok,
         )
 
     def read_batch(
@@ -279,18 +311,18 @@ class ListKernel:
 
     def evaluate(
         self, ctx: Context, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
-    ) -> tuple[Array, Array, Array, Array | None]:
+    ) -> tuple[Array, Array, Array | None, Array | None]:
         """``(values, counted, weights, invalid)`` of one batch: per-list values
         ``(B, len(top_k))``, whether each list is counted ``(B,)``, the list weights ``(B,)``
-        and the lists with bad data ``(B,)`` (None where the values were read back: bad data
+        (None: all 1) and the lists with bad data ``(B,)`` (None where the values were read back: bad data
         raises ``ValueError`` then, see :func:`~rankstream.core.inputs.check_list_values`)."""
         sel = self.selection(ctx, self.read_batch(ctx, y_pred, y, mask, sample_weight))
         invalid = check_list_values(sel, self.conventions.negative_labels)
         return (*self.outputs(sel, invalid), invalid)
 
-    def outputs(self, sel: Selection, invalid: Array | None) -> tuple[Array, Array, Array]:
+    def outputs(self, sel: Selection, invalid: Array | None) -> tuple[Array, Array, Array | None]:
         """``(values, counted, weights)`` of a selection (which may reach past this metric's
-        largest ``k``: a collection selects once for all its metrics)."""
+        largest ``k``: a collection selects once for all its metrics); weights None: all 1."""
         conv, ops = self.conventions, sel.ops
         out = self.list_values(sel)
         counted = out.relevant if conv.empty == "skip" else ops.ones_bool(out.relevant)
@@ -299,10 +331,8 @@ class ListKernel:
             w = self.list_weights(sel, out, invalid)
             if self.weighted_values and sel.full_item_weights is not None:  # keras-rs divides it
                 values = self.divide(sel, values, w[:, None])
-        elif sel.weights is not None:
-            w = sel.weights
         else:
-            w = ops.zeros((out.values.shape[0],), out.values, out.values.dtype) + 1.0
+            w = sel.weights
         return values, counted, w
 
     def list_weights(self, sel: Selection, out: ListOutput, invalid: Array | None) -> Array:
@@ -348,6 +378,8 @@ class ListKernel:
         values, counted, weights, invalid = self.evaluate(ctx, y_pred, y, mask, sample_weight)
         if invalid is not None:
             values = ctx.ops.where(invalid[:, None], float("nan"), values)
+        if weights is None:
+            weights = ctx.ops.zeros((values.shape[0],), values, values.dtype) + 1.0
         return values, counted, weights
 
     # -- from the sums -------------------------------------------------------------------

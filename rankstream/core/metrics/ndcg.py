@@ -30,6 +30,9 @@ from rankstream.core.backends import Array, get_ops
 from rankstream.core.metrics.lists import ListKernel, ListOutput, Selection
 
 GAIN_NAMES = ("exp_rank", "linear_rank")
+#: up to this many ranked labels per batch the ranking's and the ideal labels go through the gains
+#: stacked (fewer small calls); past it the copy would cost more than the calls it saves
+_STACKED = 1 << 16
 
 
 def exp_gain(y: Array) -> Array:
@@ -92,17 +95,24 @@ class NDCGKernel(ListKernel):
         """``(d, DCG)``: the discounts ``(K,)`` of the ranks and ``DCG@k`` ``(B, len(top_k))``
         of the ranking (shared with :class:`~rankstream.core.metrics.dcg.DCGKernel`)."""
         ops = sel.ops
-        disc = (
-            1.0 / ops.log2(sel.positions + 1.0)
-            if self.discount_fn is None
-            else self.discount_fn(sel.positions)
-        )
+        disc = self.discounts(sel)
         gains = self._gains(sel, sel.labels)
         if sel.in_list is not None:
             gains = gains * sel.in_list
         if sel.item_weights is not None:
             gains = gains * sel.item_weights
         return disc, self.cut(sel, ops.cumsum(gains * disc, axis=1))
+
+    def discounts(self, sel: Selection) -> Array:
+        """The discounts ``(K,)`` of the ranks 1..K (the default ones kept by the instance
+        where values are read back: eager, so nothing traced is kept)."""
+        ops, pos = sel.ops, sel.positions
+        if self.discount_fn is not None:
+            return self.discount_fn(pos)
+        if not sel.ctx.read_back:
+            return 1.0 / ops.log2(pos + 1.0)
+        key = (sel.k, pos.dtype, getattr(pos, "device", None))
+        return sel.ctx.workspace.get("log2_discount", key, lambda: 1.0 / ops.log2(pos + 1.0))
 
     def item_gains(self, sel: Selection) -> tuple[Array, Array]:
         """``(g, wg)``: every item's gain and (weighted) gain ``(B, N)``, ``wg`` 0 on items
@@ -116,12 +126,17 @@ class NDCGKernel(ListKernel):
 
     def list_values(self, sel: Selection) -> ListOutput:
         ops = sel.ops
+        named = sel.full_item_weights is None and isinstance(self.gain, str)
+        if named and sel.full_valid is None and sel.ctx.read_back and sel.labels.shape[0] * sel.k <= _STACKED:
+            return self._stacked(sel)
         disc, dcg = self.dcg(sel)
-        if sel.full_item_weights is None and isinstance(self.gain, str):
+        if named:
             # Named gains are monotone: the ideal ranking is one topk of the labels, and a list
             # is relevant when its best label reaches the threshold (keras-rs: a positive gain).
             ideal, ideal_in = sel.ideal()
-            ideal_gains = self._gains(sel, ideal) * (1.0 if ideal_in is None else ideal_in)
+            ideal_gains = self._gains(sel, ideal)
+            if ideal_in is not None:
+                ideal_gains = ideal_gains * ideal_in
             top = ideal[:, 0] if ideal_in is None else ideal[:, 0] * ideal_in[:, 0]
             t = self.conventions.relevance_threshold
             relevant = top > 0 if t is None else top >= t
@@ -140,3 +155,21 @@ class NDCGKernel(ListKernel):
         idcg = self.cut(sel, ops.cumsum(ideal_gains * disc, axis=1))
         g_sum, wg_sum = ops.sum(g, axis=1), ops.sum(wg, axis=1)
         return ListOutput(self.divide(sel, dcg, idcg), ideal_gains[:, 0] > 0, g_sum, wg_sum)
+
+    def _stacked(self, sel: Selection) -> ListOutput:
+        """The named-gain case without a mask or item weights (eager: the batch size is known):
+        the ranking's gains and the ideal ones stacked into one ``(2B, K)`` array, so the
+        discounts and cumulative sums are one pass each. The values of the general path, bit
+        for bit: the gains are computed on the same arrays (an elementwise power may round
+        differently where an array's layout moves an element to another code path), and
+        products and row-wise cumulative sums do not depend on the layout."""
+        ops = sel.ops
+        b = int(sel.labels.shape[0])
+        ideal, _ = sel.ideal()
+        ideal_gains = self._gains(sel, ideal)
+        gains = ops.concat([self._gains(sel, sel.labels), ideal_gains], axis=0)
+        cut = self.cut(sel, ops.cumsum(gains * self.discounts(sel), axis=1))
+        top, t = ideal[:, 0], self.conventions.relevance_threshold
+        relevant = top > 0 if t is None else top >= t
+        ndcg = self.divide(sel, cut[:b], cut[b:])
+        return ListOutput(ndcg, relevant, ideal_gains[:, 0])
