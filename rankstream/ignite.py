@@ -39,6 +39,7 @@ from rankstream.adapters.ignite import (
     Recall,
     RPrecision,
 )
+from rankstream.core.metrics.rank_family import RANK_TYPES
 
 __all__ = [
     "DCG",
@@ -46,6 +47,7 @@ __all__ = [
     "MAP",
     "MRR",
     "NDCG",
+    "RANK_TYPES",
     "ArithmeticMeanRank",
     "GeometricMeanRank",
     "HitRate",

@@ -61,6 +61,7 @@ from rankstream.adapters.keras import (
     default_gain_fn,
     default_rank_discount_fn,
 )
+from rankstream.core.metrics.rank_family import RANK_TYPES
 
 __all__ = [
     "DCG",
@@ -68,6 +69,7 @@ __all__ = [
     "MAP",
     "MRR",
     "NDCG",
+    "RANK_TYPES",
     "ArithmeticMeanRank",
     "GeometricMeanRank",
     "HitRateAtK",

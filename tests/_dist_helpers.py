@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rankstream.core.metrics.rank_family import RANK_TYPES
+
 import reference as R
 
 N_ITEMS = 12
@@ -63,6 +65,20 @@ def binary_labels(batch: tuple) -> tuple:
     """``y > 0`` as 0/1 labels: the rank-based metrics take binary labels."""
     y_pred, y, extra = batch
     return y_pred, (y > 0).to(y.dtype), extra
+
+
+def two_sides(batch: tuple) -> tuple:
+    """Binary labels for two sides stacked on axis 1 (``(B, 2, N)``; the second side's lists
+    reversed), the input of a metric with ``sides=("head", "tail")``; a stacked batch as it is."""
+    if batch[0].ndim == 3:
+        return batch
+    y_pred, y, extra = binary_labels(batch)
+
+    def stack(x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([x, x.flip(1)], 1)
+
+    extra = {**extra, **({"mask": stack(extra["mask"])} if extra.get("mask") is not None else {})}
+    return stack(y_pred), stack(y), extra
 
 
 def _naive(per_list: Callable[..., float | None], ks: Sequence[int], empty: str, **kw: Any) -> Callable:
@@ -128,6 +144,9 @@ def _cases() -> dict[str, Case]:
         ("hits_pessimistic_z", _rank_metric("HitsAtK", k=5, rank_type="pessimistic", output="z")),
     ]
     cases += [Case(name, f, prepare=binary_labels) for name, f in rank_based]
+    # PyKEEN's report: every rank type, two sides (stacked) and both
+    report = _rank_metric("RankBasedMetrics", ks=[1, 3], rank_type=RANK_TYPES, sides=("head", "tail"))
+    cases.append(Case("report", report, prepare=two_sides))
     return {c.name: c for c in cases}
 
 

@@ -35,7 +35,7 @@ from rankstream.ignite import (
     RankBasedMetrics,
 )
 
-from pykeen_reference import pykeen_metrics
+from pykeen_reference import naive_rank, naive_tasks, pykeen_reference
 
 RANK_TYPES = ("optimistic", "pessimistic", "realistic")
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -43,48 +43,6 @@ SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[Healt
 
 # ==========================================================================================
 # the naive reference
-
-
-def naive_tasks(scores, y, mask=None, weights=None):
-    """[(optimistic, pessimistic, N, w)] task by task: python loops over candidates."""
-    scores = np.asarray(scores, dtype=np.float64)
-    b, n = scores.shape
-    y = np.asarray(y)
-    out = []
-    for i in range(b):
-        valid = [True] * n if mask is None else [bool(v) for v in mask[i]]
-        w = 1.0 if weights is None else float(weights[i])
-        if y.ndim == 1:
-            targets = [int(y[i])]
-        else:
-            targets = [j for j in range(n) if valid[j] and y[i, j] == 1]
-        for t in targets:
-            st_ = scores[i, t]
-            better = equal = count = 0
-            for j in range(n):
-                # the other candidates: valid, not the task itself, not another positive
-                other = j != t if y.ndim == 1 else y[i, j] != 1
-                if valid[j] and other:
-                    count += 1
-                    if scores[i, j] > st_:
-                        better += 1
-                    elif scores[i, j] == st_:
-                        equal += 1
-            out.append((1 + better, 1 + better + equal, count + 1, w))
-    return out
-
-
-def naive_rank(task, rank_type):
-    o, p = task[0], task[1]
-    return {"optimistic": o, "pessimistic": p, "realistic": (o + p) / 2}[rank_type]
-
-
-def pykeen_reference(tasks, rank_type, ks):
-    """The dict of RankBasedMetrics computed by PyKEEN's classes on the naive ranks."""
-    ranks = np.array([naive_rank(t, rank_type) for t in tasks], dtype=float)
-    nc = np.array([t[2] for t in tasks], dtype=np.int64)
-    w = np.array([t[3] for t in tasks], dtype=float)
-    return pykeen_metrics(ranks, nc, w, ks)
 
 
 def streamed(scores, y, mask=None, weights=None, ks=(1, 3, 10), rank_type="realistic", **kw):

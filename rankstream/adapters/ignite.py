@@ -32,7 +32,12 @@ from rankstream.core.metrics import (
 )
 from rankstream.core.metrics.collection import ListMetrics as CollectionKernel
 from rankstream.core.metrics.lists import ListKernel
-from rankstream.core.metrics.rank_based import RankKernel
+from rankstream.core.metrics.rank_based import (
+    KERNEL_METRICS,
+    MEDIAN_BINS_PER_OCTAVE,
+    MEDIAN_EXACT,
+    RankKernel,
+)
 from rankstream.core.state import Kernel, flat_size, join_flat, pack_state, result, split_flat, unpack_state
 from rankstream.core.state import NotComputableError as CoreNotComputable
 
@@ -94,6 +99,11 @@ def _engine_mapping(output: Mapping[str, Any], metric: str) -> dict[str, Any]:
     return {k: output[k] for k in _OUTPUT_KEYS if k in output}
 
 
+def _engine_side(batch: Any, metric: str) -> Any:
+    """One side's batch of an engine's output: a mapping read as :func:`_engine_mapping`."""
+    return _engine_mapping(batch, metric) if isinstance(batch, Mapping) else batch
+
+
 def _batched(x: Any) -> torch.Tensor:
     return x.unsqueeze(0) if isinstance(x, torch.Tensor) else torch.as_tensor([x])
 
@@ -129,10 +139,14 @@ class KernelMetric(Metric):
         output_transform: Callable[[Any], Any] = _identity,
         device: str | torch.device = _CPU,
         skip_unrolling: bool = False,
+        prefix: str = "",
     ) -> None:
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a str, got {prefix!r}")
         self._kernel = kernel
         self._fields = dict(kernel.fields)
         self._runtime = kernel.runtime()
+        self.prefix = prefix
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
 
     @property
@@ -140,13 +154,32 @@ class KernelMetric(Metric):
         return self._kernel
 
     def _dtype(self) -> torch.dtype:
-        return getattr(torch, _state_dtype(self._device))
+        held = self.__dict__.get("_held_dtype")  # (device, dtype): read on every update
+        if held is None or held[0] != self._device:
+            held = self._held_dtype = (self._device, getattr(torch, _state_dtype(self._device)))
+        return held[1]
 
     @reinit__is_reduced
     def reset(self) -> None:
         self._sums = torch.zeros(flat_size(self._fields), dtype=self._dtype(), device=self._device)
 
+    def _side_output(self, output: Any) -> bool:
+        """Whether ``output`` is a mapping of the kernel's named sides (``{"head": batch, ...}``)."""
+        if not isinstance(output, Mapping) or "y_pred" in output:
+            return False
+        return bool(getattr(self._kernel, "sides", None))
+
     def _batch_flat(self, output: Any) -> torch.Tensor:
+        if self._side_output(output):
+            batches = self._kernel.side_batches(output)
+            batches = {
+                side: dict(zip(_OUTPUT_KEYS, map(_to_tensor, batch), strict=True))
+                for side, batch in batches.items()
+            }
+            first = next(iter(batches.values()))["y_pred"]
+            ctx = self._runtime.context(first, torch_ops())
+            sums = self._kernel.batch_sums(ctx, batches)
+            return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
         y_pred, y, mask, weight = (_to_tensor(v) for v in unpack_output(output))
         ctx = self._runtime.context(y_pred, torch_ops())
         sums = self._kernel.batch_sums(ctx, y_pred, y, mask, weight)
@@ -156,7 +189,9 @@ class KernelMetric(Metric):
         """Read the engine's output: a mapping keeps its ``mask`` and ``sample_weight``
         (ignite's default would pass only ``y_pred`` and ``y``); sequences as ignite does."""
         output = self._output_transform(engine.state.output)
-        if isinstance(output, Mapping):
+        if self._side_output(output):
+            self.update({side: _engine_side(batch, type(self).__name__) for side, batch in output.items()})
+        elif isinstance(output, Mapping):
             self.update(_engine_mapping(output, type(self).__name__))
         elif (
             not self._skip_unrolling
@@ -229,9 +264,12 @@ class KernelMetric(Metric):
     def compute(self) -> Any:
         sums = split_flat(self._sums.detach().cpu().numpy().astype(np.float64), self._fields)
         try:
-            return result(self._kernel, sums, name=type(self).__name__)
+            value = result(self._kernel, sums, name=type(self).__name__)
         except CoreNotComputable as exc:
             raise NotComputableError(str(exc)) from exc
+        if self.prefix and isinstance(value, Mapping):
+            return {self.prefix + key: v for key, v in value.items()}
+        return value
 
     def state_sums(self) -> dict[str, np.ndarray]:
         """This process's (un-reduced) field sums as numpy arrays."""
@@ -460,9 +498,10 @@ class ListMetrics(KernelMetric):
     ``ListMetrics(["ndcg@10", "map@5", "recall@20", "mrr@10", "precision@5", "hit_rate@10"])``
     (names as ranx and ir_measures write them; see :mod:`rankstream.core.metrics.collection`).
     ``compute()`` returns ``{name: value}``; attached to an ``Engine``, each name is also put in
-    ``engine.state.metrics``. Each metric takes the defaults of its class here (``MAP``: ``min(R,
-    k)``; ``NDCG``, ``DCG``: ``2^rel - 1``, threshold 1.0; ``Precision``: over ``k``); the same
-    ``ignore_zero_hits``, ``ties`` and ``seed`` for all."""
+    ``engine.state.metrics`` (after ``prefix``, to tell two collections apart). Each metric
+    takes the defaults of its class here (``MAP``: ``min(R, k)``; ``NDCG``, ``DCG``:
+    ``2^rel - 1``, threshold 1.0; ``Precision``: over ``k``); the same ``ignore_zero_hits``,
+    ``ties`` and ``seed`` for all."""
 
     def __init__(
         self,
@@ -474,12 +513,13 @@ class ListMetrics(KernelMetric):
         *,
         ties: str = "first",
         seed: int | None = None,
+        prefix: str = "",
     ) -> None:
         empty = "skip" if ignore_zero_hits else "zero"
         defaults = {"dcg": {"relevance_threshold": 1.0}}  # as rankstream.ignite.DCG (as NDCG)
         kernel = CollectionKernel(metrics, defaults, empty=empty, ties=ties, seed=seed)
         self.metrics, self.ignore_zero_hits = kernel.metrics, ignore_zero_hits
-        super().__init__(kernel, output_transform, device, skip_unrolling)
+        super().__init__(kernel, output_transform, device, skip_unrolling, prefix)
 
 
 MRR = MeanReciprocalRank
@@ -501,27 +541,58 @@ class RankBasedMetrics(KernelMetric):
     of candidates), ``adjusted_key`` (``(M - E) / (1 - E)``; ``..._index`` for the two rank
     means) and ``z_key`` (``(M - E) / sqrt(Var)``, larger is better), as PyKEEN's metric
     classes; plus ``adjusted_arithmetic_mean_rank`` (``M / E``),
-    ``geometric_mean_rank_error_bound`` (relative, of the streamed GMR expectation) and
-    ``count`` (tasks with a positive weight).
+    ``geometric_mean_rank_error_bound`` (relative, of the streamed GMR expectation), PyKEEN's
+    ``variance`` and ``standard_deviation`` of the rank, ``median_rank`` and
+    ``median_absolute_deviation`` (each with its absolute ``..._error_bound``, 0 below
+    ``median_exact``), ``harmonic_mean_rank`` and ``inverse_{arithmetic,geometric,median}_rank``,
+    and ``count`` (tasks with a positive weight).
+
+    **PyKEEN's report in one metric.** ``rank_type=RANK_TYPES`` computes all three rank types
+    from the same comparison passes, and ``sides=("head", "tail")`` keeps separate sums per side;
+    the engine's output is then a mapping ``{"head": batch, "tail": batch}`` (each batch a
+    mapping with ``y_pred``, ``y``, ``mask``, ``sample_weight`` or a tuple). Keys are then
+    PyKEEN's ``"{side}.{rank_type}.{metric}"`` with the side ``"both"`` (all sides together).
 
     Args:
         ks: cut-offs of Hits@k.
-        rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"``.
+        rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"``, or a
+            sequence of them (``rankstream.rank_based.RANK_TYPES``: all three).
         output_transform, device, skip_unrolling: as in every ignite metric.
+        sides: names of the sides (``("head", "tail")``), or None.
+        prefix: prepended to every key (several instances on one engine).
+        filtered_scores: PyKEEN's filtered scores: NaN and ``-inf`` scores are not candidates
+            (see :class:`rankstream.core.metrics.rank_based.RankKernel`).
+        metrics, median_exact, median_bins_per_octave: as
+            :class:`~rankstream.core.metrics.rank_based.RankKernel`.
     """
 
     def __init__(
         self,
         ks: int | list[int] | tuple[int, ...] = (1, 3, 10),
-        rank_type: str = "realistic",
+        rank_type: str | Sequence[str] = "realistic",
         output_transform: Callable[[Any], Any] = _identity,
         device: str | torch.device = _CPU,
         skip_unrolling: bool = False,
+        *,
+        sides: Sequence[str] | None = None,
+        prefix: str = "",
+        filtered_scores: bool = False,
+        metrics: Sequence[str] = KERNEL_METRICS,
+        median_exact: int = MEDIAN_EXACT,
+        median_bins_per_octave: int = MEDIAN_BINS_PER_OCTAVE,
     ) -> None:
-        kernel = RankKernel(ks, rank_type, state_dtype=_state_dtype(device))
-        self.ks = kernel.ks
-        self.rank_type = rank_type
-        super().__init__(kernel, output_transform, device, skip_unrolling)
+        kernel = RankKernel(
+            ks,
+            rank_type,
+            state_dtype=_state_dtype(device),
+            sides=sides,
+            filtered_scores=filtered_scores,
+            metrics=metrics,
+            median_exact=median_exact,
+            median_bins_per_octave=median_bins_per_octave,
+        )
+        self.ks, self.rank_type, self.sides = kernel.ks, kernel.rank_type, kernel.sides
+        super().__init__(kernel, output_transform, device, skip_unrolling, prefix)
 
 
 class _OneRankMetric(KernelMetric):

@@ -14,7 +14,7 @@ the state can be read back (eager, CPU), else with ``keras.ops`` in the state's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import keras
@@ -352,7 +352,7 @@ MeanAveragePrecision, MRR = MAP, MeanReciprocalRank
 # rank-based metrics streamed from scores; float32 state keeps fewer GMR cumulants (weights ~1e-4..1e4)
 
 
-def _rank_kernel(ks: Any, rank_type: str, state_dtype: str | None, **kw: Any) -> RankKernel:
+def _rank_kernel(ks: Any, rank_type: Any, state_dtype: str | None, **kw: Any) -> RankKernel:
     return RankKernel(ks, rank_type, state_dtype=kb.resolve_state_dtype(state_dtype), **kw)
 
 
@@ -423,25 +423,27 @@ class ArithmeticMeanRank(_OneRankMetric):
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class RankBasedMetrics(KernelMetric):
-    """Every rank-based metric in one pass: ``result()`` is a dict with the keys (and numbers)
-    of ``rankstream.ignite.RankBasedMetrics``: for ``key`` in ``hits_at_{k}`` (each ``k`` of
-    ``ks``), ``inverse_harmonic_mean_rank``, ``geometric_mean_rank`` and
-    ``arithmetic_mean_rank``: ``key``, ``expected_key``, ``variance_key``, ``adjusted_key``
-    (``..._index`` for the rank means) and ``z_key``; plus ``adjusted_arithmetic_mean_rank``,
-    ``geometric_mean_rank_error_bound`` and ``count``. Keras flattens it into the logs under
-    each key (not the metric's name); ``prefix`` tells two collections apart in one model.
-    Args: ``ks``, ``rank_type``, ``name``, ``dtype``, ``prefix``, ``state_dtype``.
+    """Every rank-based metric in one pass: ``result()`` is a dict with the keys and numbers of
+    ``rankstream.ignite.RankBasedMetrics`` (values, expectations, variances, adjusted and z forms,
+    rank variance/std, median rank and MAD with error bounds, inverse forms, ``count``); Keras
+    flattens it into the logs under each key; ``prefix`` tells two collections apart.
+    ``rank_type`` may be a sequence (``RANK_TYPES``) and ``sides`` name sides (``("head",
+    "tail")``: ``y_pred``, ``y_true`` and ``sample_weight`` are then mappings of sides): keys are
+    then PyKEEN's ``"{side}.{rank_type}.{metric}"``. ``filtered_scores``: NaN and -inf scores are
+    not candidates (PyKEEN's filtered scores). Args also: ``ks``, ``name``, ``dtype``, ``state_dtype``.
     """
 
     _ranks = True
-    _config = ("ks", "rank_type", "prefix")
+    _config = ("ks", "rank_type", "prefix", "sides", "filtered_scores")
 
-    def __init__(self, ks: int | list[int] | tuple[int, ...] = (1, 3, 10), rank_type: str = "realistic",
+    def __init__(self, ks: int | Sequence[int] = (1, 3, 10), rank_type: str | Sequence[str] = "realistic",
                  name: str | None = "rank_based", dtype: Any = None, *, prefix: str = "",
-                 state_dtype: str | None = None) -> None:  # fmt: skip
-        kernel = _rank_kernel(ks, rank_type, state_dtype)
+                 state_dtype: str | None = None, sides: Sequence[str] | None = None,
+                 filtered_scores: bool = False) -> None:  # fmt: skip
+        kernel = _rank_kernel(ks, rank_type, state_dtype, sides=sides, filtered_scores=filtered_scores)
         super().__init__(kernel, name=name, dtype=dtype, state_dtype=state_dtype, prefix=prefix)
-        self.ks, self.rank_type = list(kernel.ks), rank_type
+        self.ks, self.rank_type, self.sides = list(kernel.ks), rank_type, sides
+        self.filtered_scores = filtered_scores
 
 
 GMR = GeometricMeanRank

@@ -89,6 +89,8 @@ OPS_METHODS = (
     "row_count",
     "compare_counts",
     "exclude",
+    # streamed distributions
+    "histogram",
 )
 
 

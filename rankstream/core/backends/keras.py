@@ -271,6 +271,19 @@ class KerasOps(Ops):
             return self.k.where(drop, float("-inf"), scores)
         return self.k.where(keep, scores, float("-inf"))
 
+    def histogram(self, values: Array, weights: Array, edges: Array) -> Array:
+        """``(T, H)``: per row of ``values`` ``(T, n)`` and bin ``i``, the sum of ``weights``
+        ``(n,)`` with values in ``[edges[i], edges[i + 1])`` (the outer bins open-ended): static
+        shapes, so it traces."""
+        k = self.k
+        rows, size = int(values.shape[0]), int(edges.shape[0])
+        v = k.reshape(k.cast(values, edges.dtype), (-1,))
+        idx = k.reshape(k.clip(k.searchsorted(edges, v, side="right") - 1, 0, size - 1), (rows, -1))
+        idx = k.cast(idx, "int32") + k.arange(rows, dtype="int32")[:, None] * size
+        w = k.reshape(k.broadcast_to(weights[None, :], k.shape(idx)), (-1,))
+        out = k.segment_sum(w, k.reshape(idx, (-1,)), num_segments=rows * size)
+        return k.reshape(out, (rows, size))
+
     def stack(self, xs: list[Array], axis: int = 0) -> Array:
         return self.k.stack(xs, axis=axis)
 
@@ -509,7 +522,13 @@ def keras_inputs(
     ``meta`` inputs refused naming the argument; scores, weights and list labels cast to
     ``dtype``, a mask to bool) in the layout of the kernel's inputs: keras-rs's list layout
     (:func:`~rankstream.core.inputs.unpack_ranking_inputs`) or rank targets
-    (:func:`~rankstream.core.inputs.unpack_rank_inputs`)."""
+    (:func:`~rankstream.core.inputs.unpack_rank_inputs`).
+
+    Rank metrics with named sides take mappings ``{side: ...}`` for ``y_pred``, ``y_true`` (the
+    same keys) and ``sample_weight`` (None or some of them): the result is then
+    ``({side: {"y_pred", "y", "mask", "sample_weight"}}, None, None, None)``."""
+    if ranks and isinstance(y_pred, Mapping):
+        return _side_inputs(y_true, y_pred, sample_weight, dtype), None, None, None
     keras, k = _keras(), _k()
     labels = None if ranks else dtype
 
@@ -532,6 +551,24 @@ def keras_inputs(
     sample_weight = tensor(sample_weight, dtype, "sample_weight")
     unpack = unpack_rank_inputs if ranks else unpack_ranking_inputs
     return unpack(y_true, y_pred, sample_weight)
+
+
+def _side_inputs(y_true: Any, y_pred: Mapping[str, Any], sample_weight: Any, dtype: Any) -> dict[str, Any]:
+    """:func:`keras_inputs` of each side of a mapping of sides."""
+    weights = {} if sample_weight is None else sample_weight
+    if not isinstance(y_true, Mapping) or set(y_true) != set(y_pred) or not isinstance(weights, Mapping):
+        got = sorted(y_true) if isinstance(y_true, Mapping) else type(y_true).__name__
+        raise ValueError(
+            f"y_pred is a mapping of sides {sorted(y_pred)}: y_true must be a mapping with the same "
+            f"keys (got {got}) and sample_weight None or a mapping of sides (got {type(weights).__name__})"
+        )
+    keys = ("y_pred", "y", "mask", "sample_weight")
+    return {
+        side: dict(
+            zip(keys, keras_inputs(y_true[side], y_pred[side], weights.get(side), dtype, True), strict=True)
+        )
+        for side in y_pred
+    }
 
 
 # The core names the labels ``y``; Keras calls them ``y_true``.
@@ -622,8 +659,9 @@ def batch_sums(kernel: Any, runtime: Any, gen: Any, y_pred: Any, *batch: Any) ->
     them), with the ``SeedGenerator`` ``gen`` rolled back when it raises or when the batch has
     no list (None then: nothing to add, and the random stream does not advance)."""
     seed_state = None if gen is None else _k().copy(gen.state.value)
+    like = next(iter(y_pred.values()))["y_pred"] if isinstance(y_pred, Mapping) else y_pred
     try:
-        ctx = runtime.context(y_pred, keras_ops(y_pred))
+        ctx = runtime.context(like, keras_ops(like))
         sums = unconverted(kernel.batch_sums)(ctx, y_pred, *batch)
     except Exception as exc:
         if seed_state is not None:
@@ -632,7 +670,7 @@ def batch_sums(kernel: Any, runtime: Any, gen: Any, y_pred: Any, *batch: Any) ->
         if renamed is exc:
             raise
         raise renamed from exc
-    if y_pred.shape[0] == 0:
+    if like.shape[0] == 0 and not isinstance(y_pred, Mapping):
         if seed_state is not None:
             gen.state.assign(seed_state)
         return None

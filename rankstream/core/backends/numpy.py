@@ -192,3 +192,15 @@ class NumpyOps(Ops):
         if keep is None:
             return np.where(drop, -np.inf, scores)
         return np.where(keep, scores, -np.inf)
+
+    def histogram(self, values: Array, weights: Array, edges: Array) -> Array:
+        """``(T, H)``: per row ``t`` of ``values`` ``(T, n)`` and bin ``i``, the sum of
+        ``weights`` ``(n,)`` whose values lie in ``[edges[i], edges[i + 1])`` (``H =
+        len(edges)`` bins: values below ``edges[0]`` count in the first bin, values from the
+        last edge on in the last)."""
+        rows, size = int(values.shape[0]), int(edges.shape[0])
+        idx = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, size - 1)
+        idx = idx + size * np.arange(rows)[:, None]
+        w = np.broadcast_to(weights, values.shape).reshape(-1)
+        out = np.bincount(idx.reshape(-1), weights=w, minlength=rows * size)
+        return out.reshape(rows, size).astype(weights.dtype)

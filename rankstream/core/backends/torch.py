@@ -325,3 +325,15 @@ class TorchOps(Ops):
         if keep is None:
             return torch.where(drop, fill, scores, out=out)
         return torch.where(keep, scores, fill, out=out)
+
+    def histogram(self, values: Array, weights: Array, edges: Array) -> Array:
+        """``(T, H)``: per row of ``values`` ``(T, n)`` and bin ``i``, the sum of ``weights``
+        ``(n,)`` with values in ``[edges[i], edges[i + 1])`` (``H = len(edges)``; below
+        ``edges[0]``: the first bin, from the last edge on: the last). One search, one add."""
+        rows, size = int(values.shape[0]), int(edges.shape[0])
+        v = values.to(edges.dtype).contiguous()
+        idx = (torch.searchsorted(edges, v, right=True) - 1).clamp_(0, size - 1)
+        idx += size * torch.arange(rows, device=idx.device)[:, None]
+        out = torch.zeros(rows * size, dtype=weights.dtype, device=weights.device)
+        out.index_add_(0, idx.reshape(-1), weights.expand(rows, -1).reshape(-1))
+        return out.reshape(rows, size)

@@ -30,6 +30,17 @@ expectations are right for ragged lists.
     log_rank ()          sum w ln r
     gmr_cumulants (M,)   sum w^m kappa_m(N) / m!   gmr_tail ()       sum w^(M+1) I[N > 1]
 
+    rank_squared ()      sum w r^2  (the rank's variance and standard deviation)
+    rank_histogram (H,)  sum w per bin of r (median rank and MAD; stats.rank_bins)
+
+Several rank types (``rank_type=RANK_TYPES``) share every field that depends only on the
+candidate counts and weights (``weight``, ``count``, ``invalid``, the ``*_mean``/``*_var``
+expectation sums, the GMR cumulants); each type keeps its own ``hits``, ``inverse_rank``,
+``log_rank``, ``rank``, ``rank_squared`` and ``rank_histogram``, all filled from the same two
+comparison passes. Named ``sides`` each keep a copy of the whole layout (fields
+``{side}__{field}`` and ``{side}__{type}__{field}``); the ``both`` side is their sum, formed in
+``compute``.
+
 (``*_mean`` fields hold ``sum w E_i`` and ``*_var`` fields ``sum w^2 Var_i``, so
 ``E = mean / weight`` and ``Var = var / weight^2``.) ``kappa_m(N)`` are the cumulants of
 ``ln r`` for ``r ~ U{1..N}``: ``ln E[GMR] = sum_i ln E[r_i^{a_i}]`` with ``a_i = w_i / W``
@@ -61,6 +72,8 @@ data-dependent), so they work eagerly only.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import math
 import warnings
@@ -72,7 +85,7 @@ import numpy as np
 
 from rankstream.core import stats
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
-from rankstream.core.inputs import RankBatch, _shape, check_positive_ints, rank_batch
+from rankstream.core.inputs import RankBatch, _shape, check_positive_ints, rank_batch, unpack_output
 from rankstream.core.metrics.rank_family import EPSILON as EPSILON
 from rankstream.core.metrics.rank_family import (
     FAMILIES,
@@ -93,6 +106,21 @@ from rankstream.core.stats import FLOAT32_GMR_ORDER as FLOAT32_GMR_ORDER
 
 #: expectation terms come from a cached per-N table up to this list width, else per task
 TABLE_MAX = 1 << 17
+#: statistics streamed besides the families: the rank's variance and standard deviation
+#: (``dispersion``: sums of ``w r`` and ``w r^2``) and the median rank and median absolute
+#: deviation (``median``: a bounded histogram of ranks)
+EXTRAS: tuple[str, ...] = ("dispersion", "median")
+#: everything :class:`RankKernel` can keep (its default)
+KERNEL_METRICS: tuple[str, ...] = (*METRICS, *EXTRAS)
+#: ranks below this are binned exactly in the median's histogram (then log-spaced bins)
+MEDIAN_EXACT = 1024
+#: log-spaced histogram bins per doubling of the rank above :data:`MEDIAN_EXACT`
+MEDIAN_BINS_PER_OCTAVE = 64
+#: the side under which a kernel without named sides reports (PyKEEN's combined side)
+BOTH = "both"
+#: fields of one rank type (the rest of a side's fields depend only on the candidate counts
+#: and weights, so every rank type shares them)
+_TYPE_FIELDS = ("hits", "inverse_rank", "log_rank", "rank", "rank_squared", "rank_histogram")
 #: warn when the GMR expectation's error bound exceeds this (relative)
 GMR_WARN_BOUND = 1e-3
 
@@ -378,22 +406,77 @@ def _gmr_moments(total: Array, coefficients: list[Array], tail: Array, xp: Any) 
     return stats.gmr_moments_xp(total, coefficients, tail, xp)
 
 
+def _rank_types(rank_type: Any) -> tuple[str | list[str], tuple[str, ...]]:
+    """``(rank_type as configured, the rank types in PyKEEN's order)`` of a rank type or a
+    sequence of them."""
+    if isinstance(rank_type, str):
+        return check_rank_type(rank_type), (rank_type,)
+    if not isinstance(rank_type, Sequence) or not rank_type:
+        raise ValueError(
+            f"rank_type must be one of {RANK_TYPES} or a non-empty sequence of them, got {rank_type!r}"
+        )
+    for rt in rank_type:
+        check_rank_type(rt)
+    types = tuple(rt for rt in RANK_TYPES if rt in rank_type)
+    return list(types), types
+
+
+def _sides(sides: Any) -> tuple[str, ...] | None:
+    """Validated side names (unique non-empty strings, none of them ``both``), or None."""
+    if sides is None:
+        return None
+    if isinstance(sides, str) or not isinstance(sides, Sequence) or not sides:
+        raise ValueError(f"sides must be a non-empty sequence of names like ('head', 'tail'), got {sides!r}")
+    names = tuple(sides)
+    bad = [s for s in names if not isinstance(s, str) or not s or "." in s or "__" in s or s == BOTH]
+    if bad or len(set(names)) != len(names):
+        raise ValueError(
+            f"sides must be unique non-empty names without '.' or '__', other than {BOTH!r} (reported as the "
+            f"sum of the sides), got {sides!r}"
+        )
+    return names
+
+
 class RankKernel:
-    """Every rank-based metric of one rank type from one rank computation per batch.
+    """Every rank-based metric of one or several rank types, for one or several named sides,
+    from one rank computation per batch and side.
 
     Args:
         ks: the cut-offs of Hits@k (a positive int or a list of them).
-        rank_type: ``"optimistic"``, ``"pessimistic"`` or ``"realistic"`` (default).
-        metrics: the families kept in the state, a subset of ``("hits", "mrr", "gmr", "mr")``.
+        rank_type: ``"optimistic"``, ``"pessimistic"`` or ``"realistic"`` (default); or a
+            sequence of them (``RANK_TYPES`` for all three): every type from the same
+            comparison passes (the optimistic count ``#(s > s_true)`` and the pessimistic
+            ``#(s >= s_true)`` give the realistic rank too).
+        metrics: what the state keeps, a subset of :data:`KERNEL_METRICS`: the families
+            ``("hits", "mrr", "gmr", "mr")`` and the extras ``"dispersion"`` (the rank's
+            variance and standard deviation) and ``"median"`` (median rank, median absolute
+            deviation, from a bounded histogram).
         select: ``None`` (``compute`` returns the dict of every value) or ``(family, form)``
             with ``form`` in ``("value", "expected", "variance", "adjusted", "z")`` (a float,
-            or a list ordered by ``ks`` for Hits@k with several ``k``).
+            or a list ordered by ``ks`` for Hits@k with several ``k``); one rank type, no sides.
         gmr_order: number of cumulant sums for the GMR expectation (1..20); by default
             chosen from ``state_dtype`` (:func:`rankstream.core.stats.default_gmr_order`).
         state_dtype: the dtype the adapter keeps the state in (``"float64"`` or
             ``"float32"``; numpy/torch/keras dtype objects work too): float32 state gets
             :data:`FLOAT32_GMR_ORDER` (8) cumulant sums, float64 :data:`DEFAULT_GMR_ORDER` (20).
         table_max: widest list whose expectation terms come from a cached per-N table.
+        sides: ``None``, or the names of the sides a batch can belong to (PyKEEN's
+            ``("head", "tail")``): each side has its own sums; an update is then a mapping
+            ``{side: batch}`` (a plain batch with one side only), and the report has every side
+            plus ``"both"``, the sum of the sides (PyKEEN's combined side).
+        filtered_scores: accept PyKEEN's filtered scores: NaN and ``-inf`` scores are not
+            candidates (as a ``mask`` False there; PyKEEN counts the candidates with
+            ``isfinite``: a ``-inf`` score never outranks a finite true score, so it changes
+            only the number of candidates). Without it a NaN score among the candidates is an
+            error and ``-inf`` is the lowest score, a candidate.
+        median_exact, median_bins_per_octave: the median's histogram: ranks below
+            ``median_exact`` exactly, then ``median_bins_per_octave`` log-spaced bins per doubling
+            (:func:`rankstream.core.stats.rank_bins`); the bound of each median is reported.
+
+    **Report keys.** With one rank type given as a string and no sides, ``compute`` keys by
+    metric (``hits_at_10``, ...). With a sequence of rank types or with sides, keys are
+    PyKEEN's flat ones, ``"{side}.{rank_type}.{metric}"`` (``RankBasedMetricResults.
+    to_flat_dict()``), the side ``"both"`` when there are no named sides.
     """
 
     name = "rank_based"
@@ -401,28 +484,39 @@ class RankKernel:
     def __init__(
         self,
         ks: int | Sequence[int] = (1, 3, 10),
-        rank_type: str = "realistic",
+        rank_type: str | Sequence[str] = "realistic",
         *,
-        metrics: Sequence[str] = METRICS,
+        metrics: Sequence[str] = KERNEL_METRICS,
         select: tuple[str, str] | None = None,
         gmr_order: int | None = None,
         state_dtype: Any = "float64",
         table_max: int = TABLE_MAX,
         k_name: str = "ks",
+        sides: Sequence[str] | None = None,
+        filtered_scores: bool = False,
+        median_exact: int = MEDIAN_EXACT,
+        median_bins_per_octave: int = MEDIAN_BINS_PER_OCTAVE,
     ) -> None:
         self.ks = sorted(set(check_positive_ints(ks, k_name)))
-        self.rank_type = check_rank_type(rank_type)
-        metrics = tuple(metrics)
-        if not metrics or any(m not in METRICS for m in metrics):
-            raise ValueError(f"metrics must be a non-empty subset of {METRICS}, got {metrics!r}")
-        self.metrics = tuple(m for m in METRICS if m in metrics)
+        self.rank_type, self.rank_types = _rank_types(rank_type)
+        self.sides = _sides(sides)
+        self.report = not isinstance(rank_type, str) or self.sides is not None
+        metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
+        if not metrics or any(m not in KERNEL_METRICS for m in metrics):
+            raise ValueError(f"metrics must be a non-empty subset of {KERNEL_METRICS}, got {metrics!r}")
+        self.metrics = tuple(m for m in KERNEL_METRICS if m in metrics)
         if select is not None:
             fam, form = select
-            if fam not in self.metrics:
+            if self.report:
+                raise ValueError("select needs one rank type (a str) and no sides")
+            if fam not in self.metrics or fam not in METRICS:
                 raise ValueError(f"select names the family {fam!r}, not among metrics {self.metrics}")
             if form not in OUTPUTS:
                 raise ValueError(f"output must be one of {OUTPUTS}, got {form!r}")
         self.selected = select  # (family, form) reported, or None for every value
+        if not isinstance(filtered_scores, bool):
+            raise TypeError(f"filtered_scores must be a bool, got {filtered_scores!r}")
+        self.filtered_scores = filtered_scores
         # private: not part of the checkpointed config (gmr_order, which it picks, is)
         self._state_dtype = stats.state_dtype_name(state_dtype)
         if gmr_order is None:
@@ -432,9 +526,38 @@ class RankKernel:
             raise ValueError(f"gmr_order must be an int in [1, {stats.MAX_GMR_ORDER}], got {gmr_order!r}")
         self.gmr_order = gmr_order
         self.table_max = int(table_max)
-        # the families' fields (rank_family registry); invalid: rows with bad data found where
-        # update could not raise (no read-back)
-        self.fields = state_fields(self.metrics, len(self.ks), gmr_order)
+        self._bins = None
+        if "median" in self.metrics:
+            self._bins = stats.rank_bins(median_exact, median_bins_per_octave)
+            self.median_exact, self.median_bins_per_octave = median_exact, median_bins_per_octave
+        self._families = tuple(m for m in self.metrics if m in METRICS)
+        # the fields of one side and one rank type (rank_family registry, then the extras);
+        # invalid: rows with bad data found where update could not raise (no read-back)
+        unit = state_fields(self._families, len(self.ks), gmr_order)
+        if "dispersion" in self.metrics:
+            unit.setdefault("rank", ())
+            unit["rank_squared"] = ()
+        if self._bins is not None:
+            unit["rank_histogram"] = (len(self._bins),)
+        self._shared = {f: shape for f, shape in unit.items() if f not in _TYPE_FIELDS}
+        self._typed = {f: shape for f, shape in unit.items() if f in _TYPE_FIELDS}
+        # one side and type: the registry's order (as saved states have it); else side-major
+        self.fields: dict[str, tuple[int, ...]] = {} if self.report else dict(unit)
+        for side in self._side_names() if self.report else ():
+            self.fields.update({self._field(side, None, f): shape for f, shape in self._shared.items()})
+            for rt in self.rank_types:
+                self.fields.update({self._field(side, rt, f): shape for f, shape in self._typed.items()})
+
+    # -- layout ----------------------------------------------------------------------------
+    def _side_names(self) -> tuple[str, ...]:
+        return self.sides or (BOTH,)
+
+    def _field(self, side: str, rank_type: str | None, field: str) -> str:
+        """The state field ``field`` of a side (shared by its rank types when ``rank_type`` is
+        None): the bare name without sides and rank-type list, else ``side__[type__]field``."""
+        if not self.report:
+            return field
+        return f"{side}__{field}" if rank_type is None else f"{side}__{rank_type}__{field}"
 
     # -- per-N expectation terms ---------------------------------------------------------
     def _columns(self) -> list[tuple[str, int]]:
@@ -516,50 +639,193 @@ class RankKernel:
         return self.runtime().context(like, ops)
 
     def batch_sums(
-        self, ctx: Context | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
+        self, ctx: Context | None, y_pred: Any, y: Any = None, mask: Any = None, sample_weight: Any = None
     ) -> dict[str, Array]:
-        """The state fields' sums of one batch (on the input's device)."""
-        ctx = ctx or self.context(y_pred, get_ops(y_pred, y, mask, sample_weight))
-        batch = rank_batch(y_pred, y, mask, sample_weight, ops=ctx.ops)
-        tasks = task_ranks(ctx, batch, (self.rank_type,))
-        return self.sums_of_tasks(ctx, tasks, n=int(batch.scores.shape[1]))
+        """The state fields' sums of one batch (on the input's device). With named
+        :attr:`sides`, ``y_pred`` may be a mapping ``{side: batch}`` (each batch a tuple
+        ``(y_pred, y[, {"mask": m, "sample_weight": w}])`` or a mapping with those keys, as
+        :func:`~rankstream.core.inputs.unpack_output` reads; ``y``, ``mask`` and
+        ``sample_weight`` are then not given); sides missing from it add nothing."""
+        if isinstance(y_pred, Mapping):
+            if y is not None or mask is not None or sample_weight is not None:
+                raise ValueError("a mapping of sides carries its own y, mask and sample_weight")
+            batches = self.side_batches(y_pred)
+        elif self.sides is not None and len(getattr(y_pred, "shape", ())) == 3:
+            batches = self.stacked_batches(y_pred, y, mask, sample_weight)
+        else:
+            if self.sides is not None and len(self.sides) > 1:
+                raise ValueError(
+                    f"this metric has the sides {self.sides}: update it with a mapping {{side: batch}} "
+                    f"(e.g. {{'{self.sides[0]}': (y_pred, y)}}) or stacked sides (y_pred of shape "
+                    f"(batch, {len(self.sides)}, num_candidates)), got y_pred of shape "
+                    f"{tuple(getattr(y_pred, 'shape', ()))}"
+                )
+            batches = {self._side_names()[0]: (y_pred, y, mask, sample_weight)}
+        first = next(iter(batches.values()))[0]
+        ctx = ctx or self.context(first, get_ops(*(v for b in batches.values() for v in b)))
+        sums = {side: self._side_sums(ctx, *batch) for side, batch in batches.items()}
+        return self._laid_out(ctx, sums)
+
+    def side_batches(self, output: Mapping[str, Any]) -> dict[str, tuple[Any, Any, Any, Any]]:
+        """``{side: (y_pred, y, mask, sample_weight)}`` of a mapping of sides (validated names;
+        each value as :func:`~rankstream.core.inputs.unpack_output` reads it)."""
+        if self.sides is None:
+            raise ValueError(
+                "a mapping of sides needs a metric with named sides (sides=('head', 'tail')); got "
+                f"keys {sorted(map(str, output))}"
+            )
+        unknown = [k for k in output if k not in self.sides]
+        if unknown or not output:
+            raise ValueError(
+                f"the sides of this metric are {self.sides}; got keys {sorted(map(str, output))}"
+            )
+        return {side: unpack_output(output[side]) for side in self.sides if side in output}
+
+    def stacked_batches(
+        self, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
+    ) -> dict[str, tuple[Any, Any, Any, Any]]:
+        """``{side: (y_pred, y, mask, sample_weight)}`` of stacked sides: ``y_pred`` of shape
+        ``(batch, S, N)`` with ``S = len(sides)`` (side ``i`` at ``[:, i]``, the form of a
+        Keras model with one output per query and side), ``y`` ``(batch, S)`` indices or
+        ``(batch, S, N)`` labels, ``mask`` ``(batch, S, N)``, ``sample_weight`` per row
+        ``(batch,)`` (every side) or ``(batch, S)``."""
+        sides = self.sides or ()
+        size = len(sides)
+
+        def shape(x: Any) -> tuple[int, ...]:
+            return tuple(int(d) for d in getattr(x, "shape", ()))
+
+        if shape(y_pred)[1] != size:
+            raise ValueError(
+                f"y_pred with stacked sides must have shape (batch, {size}, num_candidates) for the sides "
+                f"{sides}, got {shape(y_pred)}"
+            )
+        for name, x, ranks in (
+            ("y", y, (2, 3)),
+            ("mask", mask, (3,)),
+            ("sample_weight", sample_weight, (0, 1, 2)),
+        ):
+            if x is not None and (len(shape(x)) not in ranks or (len(shape(x)) >= 2 and shape(x)[1] != size)):
+                raise ValueError(
+                    f"{name} with stacked sides (y_pred of shape {shape(y_pred)}) must have the sides on "
+                    f"axis 1 ({size} of them), got shape {shape(x)}"
+                )
+
+        def part(x: Any, i: int) -> Any:
+            return x[:, i] if x is not None and len(shape(x)) >= 2 else x
+
+        return {
+            side: (y_pred[:, i], y[:, i], part(mask, i), part(sample_weight, i))
+            for i, side in enumerate(sides)
+        }
+
+    def _side_sums(self, ctx: Context, y_pred: Any, y: Any, mask: Any, weight: Any) -> dict[Any, Array]:
+        """Sums of one side's batch: shared fields by name, per-type fields by (type, name)."""
+        batch = rank_batch(y_pred, y, mask, weight, ops=ctx.ops)
+        if self.filtered_scores:
+            # NaN > -inf and -inf > -inf are False: PyKEEN's filtered (and -inf) scores
+            keep = batch.scores > _NEG_INF
+            batch = dataclasses.replace(batch, valid=keep if batch.valid is None else batch.valid & keep)
+        tasks = task_ranks(ctx, batch, self.rank_types)
+        return self._task_sums(ctx, tasks, n=int(batch.scores.shape[1]))
+
+    def _laid_out(self, ctx: Context, sums: Mapping[str, Mapping[Any, Array]]) -> dict[str, Array]:
+        """Every field of :attr:`fields` from per-side sums (zeros for absent sides)."""
+        ops = ctx.ops
+        like = next(iter(next(iter(sums.values())).values()))
+        out: dict[str, Array] = {}
+        for side in self._side_names():
+            got = sums.get(side)
+            for rt in (None, *self.rank_types):
+                for f, shape in (self._shared if rt is None else self._typed).items():
+                    name = self._field(side, rt, f)
+                    if got is None:
+                        out[name] = ops.zeros(shape, like, like.dtype)
+                    else:
+                        out[name] = got[f] if rt is None else got[(rt, f)]
+        return out
 
     def sums_of_tasks(self, ctx: Context, tasks: RankTasks, n: int) -> dict[str, Array]:
-        """Field sums of a set of tasks (``n`` bounds the candidate counts)."""
+        """Field sums of a set of tasks of the (only) side (``n`` bounds the candidate counts)."""
+        return self._laid_out(ctx, {self._side_names()[0]: self._task_sums(ctx, tasks, n)})
+
+    def _task_sums(self, ctx: Context, tasks: RankTasks, n: int) -> dict[Any, Array]:
         ops = ctx.ops
         w = ops.reshape(tasks.weights, (-1,))
         is_task = ops.reshape(tasks.is_task, (-1,))
-        r = ops.where(is_task, ops.reshape(tasks.ranks(self.rank_type), (-1,)), 1.0)
         nc = ops.where(is_task, ops.reshape(tasks.num_candidates, (-1,)), 1.0)
         acc = w.dtype
-        out: dict[str, Array] = {"weight": ops.sum(w), "count": ops.sum(ops.cast(w > 0, acc))}
+        out: dict[Any, Array] = {"weight": ops.sum(w), "count": ops.sum(ops.cast(w > 0, acc))}
         out["invalid"] = (
             out["weight"] * 0.0 if tasks.invalid is None else ops.sum(ops.cast(tasks.invalid, acc))
         )
         # the expectation terms: sum_t w_t^p(c) terms[t, c] for every column c in one reduction
         columns = self._columns()
-        powers = [w]
-        for _ in range(max(p for _, p in columns) - 1):
-            powers.append(powers[-1] * w)
-        weights = ops.stack([powers[p - 1] for _, p in columns], axis=1)
-        col_sums = ops.sum(weights * self._terms(ctx, nc, n, w), axis=0)
-        start = 0
-        for field, group in itertools.groupby(columns, key=lambda c: c[0]):
-            size = len(list(group))
-            out[field] = col_sums[start : start + size] if self.fields[field] else col_sums[start]
-            start += size
-        # the values
+        if columns:
+            powers = [w]
+            for _ in range(max(p for _, p in columns) - 1):
+                powers.append(powers[-1] * w)
+            weights = ops.stack([powers[p - 1] for _, p in columns], axis=1)
+            col_sums = ops.sum(weights * self._terms(ctx, nc, n, w), axis=0)
+            start = 0
+            for field, group in itertools.groupby(columns, key=lambda c: c[0]):
+                size = len(list(group))
+                out[field] = col_sums[start : start + size] if self._shared[field] else col_sums[start]
+                start += size
+        # the values of every rank type at once, stacked (T, tasks): one op per quantity
+        ranks = [ops.where(is_task, ops.reshape(tasks.ranks(rt), (-1,)), 1.0) for rt in self.rank_types]
+        for field, value in self._value_sums(ctx, ops.stack(ranks), w).items():
+            out.update({(rt, field): value[i] for i, rt in enumerate(self.rank_types)})
+        return out
+
+    def _value_sums(self, ctx: Context, r: Array, w: Array) -> dict[str, Array]:
+        """The per-rank-type fields, each of shape ``(T, ...)``, of ranks ``r`` ``(T, tasks)``
+        (one row per rank type) with weights ``w`` ``(tasks,)``: the per-task values side by side
+        (``(T, tasks, F)``), weighted and summed in one reduction; the histogram in one pass."""
+        ops = ctx.ops
+        acc = w.dtype
+        cols, sizes = [], []
         if "hits" in self.metrics:
             ks = ops.asarray(self.ks, like=r, dtype=acc)
-            hit = ops.cast(r[:, None] <= ks[None, :], acc)
-            out["hits"] = ops.sum(hit * w[:, None], axis=0)
-        if "mrr" in self.metrics:
-            out["inverse_rank"] = ops.sum(w / r)
-        if "gmr" in self.metrics:
-            out["log_rank"] = ops.sum(w * (ops.log2(r) * _LN2))  # as every version so far
-        if "mr" in self.metrics:
-            out["rank"] = ops.sum(w * r)
+            cols.append(ops.cast(r[:, :, None] <= ks, acc))
+            sizes.append(("hits", len(self.ks)))
+        for field, wanted, value in (
+            ("inverse_rank", "mrr" in self.metrics, lambda: 1.0 / r),
+            ("log_rank", "gmr" in self.metrics, lambda: ops.log2(r) * _LN2),  # as every version so far
+            ("rank", "rank" in self._typed, lambda: r),
+            ("rank_squared", "rank_squared" in self._typed, lambda: r * r),
+        ):
+            if wanted:
+                cols.append(value()[:, :, None])
+                sizes.append((field, 0))
+        out: dict[str, Array] = {}
+        if cols:
+            values = cols[0] if len(cols) == 1 else ops.concat(cols, axis=2)
+            sums = ops.sum(values * w[None, :, None], axis=1)  # (T, F)
+            start = 0
+            for field, size in sizes:
+                out[field] = sums[:, start : start + size] if size else sums[:, start]
+                start += max(size, 1)
+        if self._bins is not None:
+            out["rank_histogram"] = ops.histogram(r, w, self._edges(ctx, w))
         return out
+
+    def _edges(self, ctx: Context, like: Array) -> Array:
+        """The histogram's edges on the device and in the dtype of ``like`` (kept in the
+        workspace; rebuilt while tracing, as :meth:`_table`)."""
+        ops, edges = ctx.ops, self._bins.edges
+        if not ops.eager:
+            return ops.asarray(edges, like=like, dtype=like.dtype)
+        key = (ops.name, str(getattr(like, "device", "")), str(like.dtype))
+        return ctx.workspace.get("rank_edges", key, lambda: ops.asarray(edges, like=like, dtype=like.dtype))
+
+    def _totals(self, sums: Mapping[str, Any]) -> dict[str, Any]:
+        """``weight``, ``count`` and ``invalid`` over every side."""
+        names = self._side_names()
+        return {
+            f: sum(np.asarray(sums[self._field(side, None, f)], dtype=np.float64) for side in names)
+            for f in ("weight", "count", "invalid")
+        }
 
     def check_computable(self, sums: Mapping[str, Any], name: str | None = None) -> None:
         """Raise when the sums give no number (see :func:`~rankstream.core.state.check_sums`)."""
@@ -568,29 +834,59 @@ class RankKernel:
             "or a negative/non-finite sample_weight"
         )
         what = "ranking task with a positive weight;tasks seen"
-        check_sums(sums, name or type(self).__name__, "weight", "row", bad, what)
+        check_sums(self._totals(sums), name or type(self).__name__, "weight", "row", bad, what)
 
     def compute(self, sums: Mapping[str, Any], ops: Ops | None = None) -> dict[str, Array]:
-        """Every value, expectation, variance, adjusted index and z-score, as 0-d arrays of
-        ``ops`` (numpy float64 by default; ``keras.ops`` tensors for the Keras adapter).
+        """Every value, expectation, variance, adjusted index and z-score (and the extras), as
+        0-d arrays of ``ops`` (numpy float64 by default; ``keras.ops`` tensors for the Keras
+        adapter); keyed by metric, or ``"{side}.{rank_type}.{metric}"`` in report form.
 
-        Elementwise arithmetic only (every branch taken with ``where``), so it runs under
-        ``jit``/``tf.function``. Without a task of positive weight every entry is 0 (the
-        Keras convention of an empty mean; the Ignite adapter and :class:`State` raise in
-        :meth:`check_computable` first), and with ``invalid`` rows every entry but ``count``
-        is NaN."""
+        Elementwise arithmetic and sorts of the median's histogram only (every branch taken
+        with ``where``), so it runs under ``jit``/``tf.function``. Without a task of positive
+        weight every entry is 0 (the Keras convention of an empty mean; the Ignite adapter and
+        :class:`State` raise in :meth:`check_computable` first), and with ``invalid`` rows
+        every entry but ``count`` is NaN."""
         xp = ops.xp if isinstance(ops, Ops) else ops  # an Ops or an xp namespace
         if xp is None or xp is np:
             s = {k: np.asarray(v, dtype=np.float64) for k, v in sums.items()}
             with np.errstate(all="ignore"):
-                return self._compute(s, np)
-        return self._compute(sums, xp)
+                return self._report(s, np)
+        return self._report(sums, xp)
+
+    def _report(self, s: Mapping[str, Any], xp: Any) -> dict[str, Array]:
+        """:meth:`_compute` of every side (and ``both``, the sum of the named sides) and rank
+        type, keyed by PyKEEN's flat keys; the plain dict without sides and type list."""
+        if not self.report:
+            return self._compute(s, xp)
+        names = self._side_names()
+        groups = [(side, (side,)) for side in names] + ([(BOTH, names)] if self.sides else [])
+        combos: list[tuple[str, str, dict[str, Array]]] = []
+        for label, members in groups:
+
+            def total(rank_type: str | None, field: str, members: tuple[str, ...] = members) -> Array:
+                parts = [s[self._field(side, rank_type, field)] for side in members]
+                return functools.reduce(lambda a, b: a + b, parts)
+
+            shared = {f: total(None, f) for f in self._shared}
+            for rt in self.rank_types:
+                combos.append((label, rt, {**shared, **{f: total(rt, f) for f in self._typed}}))
+        # every (side, rank type) at once: each field stacked along a leading axis
+        if xp is np:
+            stack = np.stack
+        else:  # (a field of one side may still be a Keras variable)
+            stack = lambda xs: xp.stack([x + 0.0 for x in xs])  # noqa: E731
+        values = self._compute({f: stack([c[2][f] for c in combos]) for f in combos[0][2]}, xp)
+        out: dict[str, Array] = {}
+        for i, (label, rt, _) in enumerate(combos):
+            out.update({f"{label}.{rt}.{key}": v[i] for key, v in values.items()})
+        return out
 
     def _compute(self, s: Mapping[str, Any], xp: Any) -> dict[str, Array]:
-        """:meth:`compute` on an array namespace ``xp`` (``numpy`` or ``keras.ops``): each
-        family of the registry (:mod:`rankstream.core.metrics.rank_family`) gives its value
-        (``finish`` of the weighted mean), its moments, and its chance-adjusted forms by the
-        one affine implementation (:meth:`RankFamily.results`)."""
+        """The values of one side and rank type on an array namespace ``xp`` (``numpy`` or
+        ``keras.ops``; or of several, every field stacked along a leading axis): each family of
+        the registry (:mod:`rankstream.core.metrics.rank_family`) gives its value (``finish`` of
+        the weighted mean), its moments, and its chance-adjusted forms by the one affine
+        implementation (:meth:`RankFamily.results`); then the extras and PyKEEN's inverse forms."""
         weight = s["weight"]
         seen = weight > 0.0
         total = xp.where(seen, weight, 1.0)
@@ -600,21 +896,21 @@ class RankKernel:
             # E = sum w E_i / W, Var = sum w^2 Var_i / W^2 (stats.moments_from_sums)
             mean, var = (s[f] for f in fam.moment_fields)
             if j is not None:
-                mean, var = mean[j], var[j]
+                mean, var = mean[..., j], var[..., j]
             return mean / total, var / (total * total)
 
-        for name in self.metrics:
+        for name in self._families:
             fam = FAMILIES[name]
             if fam.takes_k:
                 for j, k in enumerate(self.ks):
-                    value = fam.finish(s[fam.value_field][j] / total, xp)
+                    value = fam.finish(s[fam.value_field][..., j] / total, xp)
                     out.update(fam.results(value, *moments(fam, j), xp, k=k))
                 continue
             value = fam.finish(s[fam.value_field] / total, xp)
             if name != "gmr":
                 out.update(fam.results(value, *moments(fam), xp))
                 continue
-            cumulants = [s["gmr_cumulants"][m] for m in range(self.gmr_order)]
+            cumulants = [s["gmr_cumulants"][..., m] for m in range(self.gmr_order)]
             mean, var, bound = _gmr_moments(total, cumulants, s["gmr_tail"], xp)
             # one task (of positive weight): GMR = its rank, E and Var are exact
             one = s["count"] == 1.0
@@ -622,9 +918,48 @@ class RankKernel:
             mean, var = xp.where(one, mean1, mean), xp.where(one, var1, var)
             out.update(fam.results(value, mean, var, xp))
             out[f"{fam.key()}_error_bound"] = xp.where(one, 0.0, bound)
+        out.update(self._extras(s, total, out, xp))
         bad = s["invalid"] > 0.0
-        out = {k: xp.where(bad, math.nan, xp.where(seen, v, 0.0)) for k, v in out.items()}
+        if xp is np and np.ndim(bad) == 0:  # one host scalar: branch once rather than per entry
+            if bad or not seen:
+                out = dict.fromkeys(out, np.float64(math.nan if bad else 0.0))
+        elif xp is np and not np.any(bad) and np.all(seen):  # host arrays, every entry kept
+            pass
+        else:
+            out = {k: xp.where(bad, math.nan, xp.where(seen, v, 0.0)) for k, v in out.items()}
         out["count"] = s["count"] + 0.0 * weight
+        return out
+
+    def _extras(
+        self, s: Mapping[str, Any], total: Array, values: Mapping[str, Array], xp: Any
+    ) -> dict[str, Array]:
+        """The rank's variance and standard deviation (population, weighted: ``sum w r^2 / W
+        - (sum w r / W)^2``; PyKEEN's unweighted ``np.var``/``np.std`` with unit weights), the
+        median rank and the median absolute deviation with their absolute error bounds
+        (:func:`rankstream.core.stats.histogram_median_xp`), and PyKEEN's inverse forms:
+        ``harmonic_mean_rank = 1 / MRR`` and ``inverse_{arithmetic,geometric,median}_rank``."""
+        out: dict[str, Array] = {}
+        if "dispersion" in self.metrics:
+            mean = s["rank"] / total
+            variance = xp.maximum(s["rank_squared"] / total - mean * mean, 0.0)
+            out["variance"], out["standard_deviation"] = variance, xp.sqrt(variance)
+        if self._bins is not None:
+            hist = s["rank_histogram"]
+            rows = [hist] if len(hist.shape) == 1 else [hist[i] for i in range(int(hist.shape[0]))]
+            parts = [stats.histogram_median_xp(h, self._bins, xp) for h in rows]
+            median, median_bound, mad, mad_bound = (
+                part[0] if len(rows) == 1 else xp.stack(list(part)) for part in zip(*parts, strict=True)
+            )
+            out["median_rank"], out["median_rank_error_bound"] = median, median_bound
+            out["median_absolute_deviation"], out["median_absolute_deviation_error_bound"] = mad, mad_bound
+            out["inverse_median_rank"] = 1.0 / median
+        for name, key, inverse in (
+            ("mrr", FAMILIES["mrr"].key(), "harmonic_mean_rank"),
+            ("mr", FAMILIES["mr"].key(), "inverse_arithmetic_mean_rank"),
+            ("gmr", FAMILIES["gmr"].key(), "inverse_geometric_mean_rank"),
+        ):
+            if name in self.metrics:
+                out[inverse] = 1.0 / values[key]
         return out
 
     def select_value(self, value: Mapping[str, Any]) -> Any:
@@ -658,14 +993,15 @@ class RankKernel:
 
     def finalize(self, value: Mapping[str, Any]) -> Any:
         """Host floats of :meth:`compute`'s dict, selected (see :meth:`select_value`)."""
-        value = {k: float(np.asarray(v)) for k, v in value.items()}
+        value = {k: float(v) for k, v in value.items()}
         self.warn_if_inexact(value)
         return self.select_value(value)
 
     def __repr__(self) -> str:
+        sides = "" if self.sides is None else f", sides={self.sides}"
         return (
             f"RankKernel(ks={self.ks}, rank_type={self.rank_type!r}, metrics={self.metrics}, "
-            f"select={self.selected!r})"
+            f"select={self.selected!r}{sides})"
         )
 
 

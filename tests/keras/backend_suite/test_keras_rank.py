@@ -30,7 +30,7 @@ from rankstream.keras import (
     RankBasedMetrics,
 )
 
-from pykeen_reference import pykeen_metrics
+from pykeen_reference import naive_tasks, pykeen_reference
 
 BACKEND = keras.backend.backend()
 X64 = BACKEND != "jax" or __import__("jax").config.jax_enable_x64  # the default state dtype
@@ -49,34 +49,9 @@ TOL = {"rel": 2e-5, "abs": 1e-6}
 # the naive reference
 
 
-def naive_tasks(scores, y, mask=None, weights=None):
-    """[(optimistic, pessimistic, N, w)] task by task: python loops over candidates."""
-    scores = np.asarray(scores, dtype=np.float64)
-    b, n = scores.shape
-    y = np.asarray(y)
-    out = []
-    for i in range(b):
-        valid = [True] * n if mask is None else [bool(v) for v in mask[i]]
-        w = 1.0 if weights is None else float(weights[i])
-        targets = [int(y[i])] if y.ndim == 1 else [j for j in range(n) if valid[j] and y[i, j] == 1]
-        for t in targets:
-            better = equal = count = 0
-            for j in range(n):
-                # the other candidates: valid, not the task itself, not another positive
-                other = j != t if y.ndim == 1 else y[i, j] != 1
-                if valid[j] and other:
-                    count += 1
-                    better += scores[i, j] > scores[i, t]
-                    equal += scores[i, j] == scores[i, t]
-            out.append((1 + better, 1 + better + equal, count + 1, w))
-    return out
-
-
 def reference(tasks, rank_type, ks=KS):
     """The dict of RankBasedMetrics by PyKEEN's classes on the naive ranks."""
-    o, p, nc, w = (np.array(c, dtype=float) for c in zip(*tasks, strict=True))
-    ranks = {"optimistic": o, "pessimistic": p, "realistic": (o + p) / 2}[rank_type]
-    return pykeen_metrics(ranks, nc, w, ks)
+    return pykeen_reference(tasks, rank_type, ks)
 
 
 def as_floats(result):
