@@ -2,7 +2,9 @@
 eager versions of :mod:`benchmarks.floors`, at 32 lists x 100 items and 256 x 1,000.
 
 Every timing comes from one interleaved loop (:func:`~benchmarks.common.interleaved_ms`), so
-the ratios hold while the shared cores are busy. Rows: the floor; our metric's ``update``; our
+the ratios hold while the shared cores are busy. Rows: the floor; our metric's ``update`` (small CPU
+batches run on numpy views of the tensors) and the same ``update`` kept on torch ops
+(``host_batches(False)``: the path of large and GPU batches, and of the previous release); our
 metric attached to an ignite ``Engine`` over 100 iterations (the engine's own cost, measured with
 no metric attached, subtracted; ``compute`` at the epoch's end included), relative to 100 plain
 updates in the same loop and scaled by the update's time of the first loop; ignite's ``NDCG``;
@@ -23,6 +25,7 @@ from torchmetrics.retrieval import RetrievalNormalizedDCG
 
 from benchmarks.common import interleaved_ms, markdown_table
 from benchmarks.floors import minimal_map, minimal_ndcg
+from rankstream.core.backends import host_batches
 from rankstream.ignite import MAP, NDCG
 
 K = 10
@@ -55,6 +58,15 @@ def _case(batch: int, items: int, repeat: int) -> list[dict]:
     ndcg_ranks = torch.arange(2, K + 2, dtype=s.dtype)
     map_ranks = torch.arange(1, K + 1, dtype=s.dtype)
     ours_ndcg, ours_map, peer = NDCG(top_k=K), MAP(top_k=K), IgniteNDCG(top_k=[K])
+    torch_ndcg, torch_map = NDCG(top_k=K), MAP(top_k=K)
+
+    def on_torch(metric: NDCG | MAP) -> object:
+        def update() -> None:
+            with host_batches(False):
+                metric.update((s, y))
+
+        return update
+
     tm = RetrievalNormalizedDCG(top_k=K)
     index = torch.arange(batch).repeat_interleave(items)
 
@@ -69,8 +81,10 @@ def _case(batch: int, items: int, repeat: int) -> list[dict]:
         {
             "minimal eager NDCG (floor)": lambda: minimal_ndcg(s, y, K, ndcg_ranks),
             "rankstream NDCG update": lambda: ours_ndcg.update((s, y)),
+            "rankstream NDCG update on torch ops": on_torch(torch_ndcg),
             "minimal eager MAP (floor)": lambda: minimal_map(s, y, K, map_ranks),
             "rankstream MAP update": lambda: ours_map.update((s, y)),
+            "rankstream MAP update on torch ops": on_torch(torch_map),
         },
         repeat=repeat,
     )
@@ -105,11 +119,13 @@ def _case(batch: int, items: int, repeat: int) -> list[dict]:
     order = [
         ("minimal eager NDCG (floor)", nd),
         ("rankstream NDCG update", nd),
+        ("rankstream NDCG update on torch ops", nd),
         ("rankstream NDCG via Engine", nd),
         ("ignite NDCG 0.5.5 update", nd),
         ("torchmetrics RetrievalNormalizedDCG", nd),
         ("minimal eager MAP (floor)", mp),
         ("rankstream MAP update", mp),
+        ("rankstream MAP update on torch ops", mp),
         ("rankstream MAP via Engine", mp),
     ]
     for name, floor in order:

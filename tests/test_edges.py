@@ -38,6 +38,9 @@ from rankstream.ignite import (
 
 import reference as ref
 
+# every test on both paths of a CPU torch batch (numpy views and torch itself)
+pytestmark = pytest.mark.usefixtures("list_path")
+
 NAN, INF = float("nan"), float("inf")
 
 # Every public Ignite metric; rank metrics read binary labels (each positive ranked against

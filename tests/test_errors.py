@@ -9,6 +9,9 @@ import torch
 from rankstream import MAPKernel, NDCGKernel, State, map_at_k
 from rankstream.ignite import MAP, NDCG
 
+# every test on both paths of a CPU torch batch (numpy views and torch itself)
+pytestmark = pytest.mark.usefixtures("list_path")
+
 
 @pytest.mark.parametrize("cls", [MAP, NDCG])
 @pytest.mark.parametrize("bad", [0, -3, [], [1, 0], "5", 2.5, [1, 2.0], True, None])

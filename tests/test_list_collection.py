@@ -14,6 +14,9 @@ from ignite.engine import Engine
 from rankstream import State
 from rankstream.core.metrics.collection import ListMetrics, make_kernel, parse_name
 
+# every test on both paths of a CPU torch batch (numpy views and torch itself)
+pytestmark = pytest.mark.usefixtures("list_path")
+
 NAMES = ["ndcg@10", "map@5", "recall@3", "mrr@10", "precision@2", "hit_rate@1", "dcg@4", "r_precision", "ap"]
 
 

@@ -35,6 +35,9 @@ from rankstream import (
 
 import reference as ref
 
+# every test on both paths of a CPU torch batch (numpy views and torch itself)
+pytestmark = pytest.mark.usefixtures("list_path")
+
 # name -> (kernel from ks and conventions, naive per-list reference, its options)
 FAMILY = {
     "precision": (lambda ks, **c: PrecisionKernel(ks, **c), ref.precision, {}),

@@ -15,6 +15,9 @@ from rankstream.ignite import MAP, NDCG
 
 import reference as ref
 
+# every test on both paths of a CPU torch batch (numpy views and torch itself)
+pytestmark = pytest.mark.usefixtures("list_path")
+
 
 def run_engine(metric, batches):
     engine = Engine(lambda e, b: b)

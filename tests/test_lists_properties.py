@@ -12,6 +12,9 @@ from hypothesis import strategies as st
 
 from rankstream import MAPKernel, NDCGKernel, State
 
+# every test on both paths of a CPU torch batch (numpy views and torch itself)
+pytestmark = pytest.mark.usefixtures("list_path")
+
 KERNELS = {
     "map_min": lambda ks: MAPKernel(ks),
     "map_all_zero": lambda ks: MAPKernel(ks, denominator="all", empty="zero"),

@@ -1,12 +1,15 @@
 """The fast paths of issue 12 give exactly what the general paths give (no timing here).
 
 * the nDCG stacked path (ranking's and ideal labels through the gains together) vs the general
-  path, element for element;
+  path, element for element (to float64 rounding: a matrix product may sum in another order);
 * ranking: rows whose ties are all between items of equal label and membership are not
   re-ranked, with the same numbers and the same random stream as re-ranking every tied row;
 * the value checks read back with the ranking's tie check still raise as before;
 * the torch counting pass (small inputs: plain ops; large: a float buffer) counts exactly;
-* ``ravel_concat`` joins the state fields as ``join_flat`` did.
+* ``ravel_concat`` joins the state fields as ``join_flat`` did;
+* the ideal ranking of whole lists cut after its last nonzero column gives the whole one's nDCG.
+
+Each test runs on both paths of a CPU torch batch (``tests/test_host_path.py`` compares them).
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ import numpy as np
 import pytest
 import torch
 
+import rankstream.core.metrics.lists as lists_module
 import rankstream.core.metrics.ndcg as ndcg_module
 import rankstream.core.ranking as ranking
 from rankstream.core.backends import Workspace, numpy_ops, torch_ops
 from rankstream.core.metrics import DCGKernel, MAPKernel, NDCGKernel, PrecisionKernel
 from rankstream.ignite import MAP, NDCG, ListMetrics
+
+# the fast paths below on both paths of a CPU torch batch (numpy views and torch itself)
+pytestmark = pytest.mark.usefixtures("list_path")
 
 
 def _sums(kernel, s, y, mask=None, weight=None):
@@ -30,6 +37,14 @@ def _same(a: dict, b: dict) -> None:
     assert a.keys() == b.keys()
     for key in a:
         assert torch.equal(torch.as_tensor(a[key]), torch.as_tensor(b[key])), key
+
+
+def _close(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_allclose(
+            np.asarray(a[key]), np.asarray(b[key]), rtol=1e-13, atol=1e-13, err_msg=key
+        )
 
 
 def _data(b: int, n: int, seed: int, tied: bool = False):
@@ -59,7 +74,8 @@ def test_stacked_ndcg_is_the_general_path(monkeypatch, top_k, threshold, gain, s
     kernel = NDCGKernel(top_k, gain=gain, relevance_threshold=threshold)
     fast = _sums(kernel, s, y)
     monkeypatch.setattr(ndcg_module, "_STACKED", -1)
-    _same(fast, _sums(kernel, s, y))
+    # a matrix product over (2B, K) or (B, K) may sum in another order (BLAS): float64 rounding
+    _close(fast, _sums(kernel, s, y))
 
 
 @pytest.mark.parametrize("ties", ["first", "random"])
@@ -142,3 +158,28 @@ def test_ravel_concat_joins_fields():
     assert torch.equal(got, torch.as_tensor(expected))
     got = torch_ops().ravel_concat([torch.as_tensor(p) for p in parts if p.ndim <= 1])
     assert torch.equal(got, torch.tensor([1.0, 2.0, 3.0, 6.0], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("top_k", [1500, 1200, [5, 1100, 1500]])
+@pytest.mark.parametrize("threshold", [None, 1.0])
+@pytest.mark.parametrize("case", ["sparse", "negative", "masked", "dense_row", "no_relevance"])
+def test_ideal_prefix_is_the_whole_ideal(monkeypatch, top_k, threshold, case):
+    """Whole lists: the ideal ranking cut after its last nonzero column gives the numbers of
+    the whole ideal ranking (labels kept negative too: their gains are not 0)."""
+    g = torch.Generator().manual_seed(7)
+    b, n = 6, 1500
+    s = torch.randn(b, n, generator=g)
+    y = (torch.rand(b, n, generator=g) < 0.01).float() * torch.randint(1, 4, (b, n), generator=g).float()
+    mask = None
+    if case == "negative":
+        y[2, :40] = -1.0
+    elif case == "masked":
+        mask = torch.rand(b, n, generator=g) > 0.3
+    elif case == "dense_row":
+        y[4] = torch.randint(1, 3, (n,), generator=g).float()
+    elif case == "no_relevance":
+        y.zero_()
+    kernel = NDCGKernel(top_k, relevance_threshold=threshold, empty="zero")
+    fast = _sums(kernel, s, y, mask)
+    monkeypatch.setattr(lists_module, "IDEAL_PREFIX_FROM", 10**9)
+    _close(fast, _sums(kernel, s, y, mask))

@@ -22,6 +22,11 @@ Conventions shared by every backend:
   backend and device support it.
 * ``xp`` is the elementwise math namespace (``exp``, ``where``, ...) of the backend, for the
   kernels' ``compute(sums, xp)``.
+* ``host(arrays)`` names the ops that compute one batch of these arrays fastest: the backend
+  itself, or for small CPU torch batches the numpy views of them (per-call overhead dominates
+  there: a numpy call on a few thousand values costs a fraction of a torch one). ``export``
+  turns what those ops computed back into the caller's arrays. Kernels opt in with
+  :meth:`Context.on_host`.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ Array = Any
 OPS_METHODS = (
     # reading back and conversion
     "can_read",
+    "host",
+    "export",
     "owns",
     "host_bools",
     "to_numpy",
@@ -72,6 +79,8 @@ OPS_METHODS = (
     "generator",
     # arithmetic
     "cumsum",
+    "matmul",
+    "exp2",
     "sum",
     "row_sums",
     "where",
@@ -167,6 +176,20 @@ class Context:
         read = read_back and _READ_BACK.get() and ops.can_read(like)
         return cls(ops, bool(read), generator, workspace or Workspace())
 
+    def on_host(self, *arrays: Any) -> tuple[Context, tuple[Any, ...]]:
+        """``(context, arrays)`` for one batch: this context and the arrays as given, or where
+        values are read back and ``ops.host(arrays)`` names other ops for this batch (small CPU
+        torch batches: numpy views), the same context on those ops and the arrays as theirs
+        (``None`` stays ``None``). Whatever a kernel computes on them goes back to the caller
+        through ``ops.export``."""
+        if not self.read_back:
+            return self, arrays
+        ops = self.ops.host(arrays)
+        if ops is self.ops:
+            return self, arrays
+        held = tuple(None if a is None else ops.asarray(a) for a in arrays)
+        return Context(ops, True, self.generator, self.workspace), held
+
 
 _READ_BACK: contextvars.ContextVar[bool] = contextvars.ContextVar("rankstream_read_back", default=True)
 
@@ -182,6 +205,26 @@ def read_back(enabled: bool) -> Iterator[None]:
         yield
     finally:
         _READ_BACK.reset(token)
+
+
+_HOST_BATCHES: contextvars.ContextVar[bool] = contextvars.ContextVar("rankstream_host_batches", default=True)
+
+
+def host_batches_enabled() -> bool:
+    """Whether :meth:`Ops.host` may move small batches to the host ops (see :func:`host_batches`)."""
+    return _HOST_BATCHES.get()
+
+
+@contextlib.contextmanager
+def host_batches(enabled: bool) -> Iterator[None]:
+    """Within the block, ``host_batches(False)`` keeps every batch on its own backend's ops
+    (small CPU torch batches too, which otherwise run on numpy views of the tensors): for tests
+    comparing the two paths, and for measuring them. ``True`` is the default."""
+    token = _HOST_BATCHES.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _HOST_BATCHES.reset(token)
 
 
 class Runtime:

@@ -88,6 +88,14 @@ class KerasOps(Ops):
         device = getattr(x, "device", "") or ""
         return "GPU" not in device and "TPU" not in device
 
+    def host(self, arrays: tuple[Any, ...]) -> Ops:
+        # JAX and TensorFlow: eager Keras metrics run small batches seldom enough (a compiled
+        # step is the common path) that a numpy detour is not worth a second code path
+        return self
+
+    def export(self, x: Array) -> Array:
+        return x
+
     def host_bools(self, x: Array) -> list[bool]:
         return [bool(v) for v in np.asarray(self.k.convert_to_numpy(x)).reshape(-1)]
 
@@ -208,6 +216,13 @@ class KerasOps(Ops):
     # -- arithmetic ----------------------------------------------------------------------
     def cumsum(self, x: Array, axis: int = -1) -> Array:
         return self.k.cumsum(x, axis=axis)
+
+    def matmul(self, a: Array, b: Array) -> Array:
+        return self.k.matmul(a, b)
+
+    def exp2(self, x: Array) -> Array:
+        # not keras.ops.exp2: on TensorFlow it takes 2 as float32 whatever x's dtype (float64 fails)
+        return 2.0**x
 
     def sum(self, x: Array, axis: Any = None) -> Array:
         return self.k.sum(x, axis=axis)

@@ -17,6 +17,12 @@ class NumpyOps(Ops):
     def can_read(self, x: Array) -> bool:
         return True
 
+    def host(self, arrays: tuple[Any, ...]) -> Ops:
+        return self
+
+    def export(self, x: Array) -> Array:
+        return x
+
     def owns(self, x: Any) -> bool:
         return isinstance(x, (np.ndarray, np.generic))
 
@@ -42,15 +48,15 @@ class NumpyOps(Ops):
     def dtype_name(self, x: Array) -> str:
         return str(np.asarray(x).dtype)
 
+    # dtype kinds (cheaper than np.issubdtype, which small batches pay for on every update)
     def is_floating(self, x: Array) -> bool:
-        return np.issubdtype(np.asarray(x).dtype, np.floating)
+        return np.asarray(x).dtype.kind == "f"
 
     def is_bool(self, x: Array) -> bool:
         return np.asarray(x).dtype == np.bool_
 
     def is_numeric(self, x: Array) -> bool:
-        dt = np.asarray(x).dtype
-        return (np.issubdtype(dt, np.number) and dt.kind != "c") or dt == np.bool_
+        return np.asarray(x).dtype.kind in "biufm"  # bool, ints, floats (timedelta: an int)
 
     def is_complex(self, x: Array) -> bool:
         return np.asarray(x).dtype.kind == "c"
@@ -113,6 +119,8 @@ class NumpyOps(Ops):
         return out
 
     def take_along(self, x: Array, idx: Array) -> Array:
+        if x.ndim == 2 and idx.ndim == 2:  # np.take_along_axis's own index building costs more
+            return x[np.arange(x.shape[0])[:, None], idx]
         return np.take_along_axis(x, idx, -1)
 
     def take(self, x: Array, idx: Array, axis: int, ws: Workspace | None = None) -> Array:
@@ -138,10 +146,16 @@ class NumpyOps(Ops):
 
     # -- arithmetic -----------------------------------------------------------------------
     def cumsum(self, x: Array, axis: int = -1) -> Array:
-        return np.cumsum(x, axis=axis)
+        return np.add.accumulate(x, axis=axis)
 
     def sum(self, x: Array, axis: Any = None) -> Array:
-        return np.sum(x, axis=axis)
+        return np.add.reduce(x, axis=axis)
+
+    def matmul(self, a: Array, b: Array) -> Array:
+        return np.matmul(a, b)
+
+    def exp2(self, x: Array) -> Array:
+        return np.exp2(x)
 
     def row_sums(self, x: Array) -> Array:
         with np.errstate(invalid="ignore", over="ignore"):
@@ -152,10 +166,10 @@ class NumpyOps(Ops):
     log, log2, isnan, isfinite = (staticmethod(f) for f in (np.log, np.log2, np.isnan, np.isfinite))
 
     def any(self, x: Array, axis: Any = None) -> Array:
-        return np.any(x, axis=axis)
+        return np.logical_or.reduce(x, axis=axis)
 
     def all(self, x: Array, axis: Any = None) -> Array:
-        return np.all(x, axis=axis)
+        return np.logical_and.reduce(x, axis=axis)
 
     def and_not(self, a: Array, b: Array) -> Array:
         return a & ~b

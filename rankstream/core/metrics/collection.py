@@ -22,7 +22,7 @@ import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
 from rankstream.core.inputs import check_list_values
-from rankstream.core.metrics.lists import ListKernel, list_sums
+from rankstream.core.metrics.lists import ListKernel, exported, list_sums, quiet
 from rankstream.core.state import kernel_config
 
 #: k of a name without ``@k``: past any list's end, so the whole list
@@ -143,14 +143,16 @@ class ListMetrics:
     ) -> dict[str, Array]:
         """Every metric's sums from one validation and one selection of the batch."""
         ctx = ctx or self.context(y_pred, get_ops(y_pred, y, mask, sample_weight))
+        ctx, (y_pred, y, mask, sample_weight) = ctx.on_host(y_pred, y, mask, sample_weight)
         first = next(iter(self._members.values()))
-        sel = first.selection(ctx, first.read_batch(ctx, y_pred, y, mask, sample_weight), k=self._k)
-        invalid = check_list_values(sel, first.negative_labels)
         out: dict[str, Array] = {}
-        for name, kernel in self._members.items():
-            sums = list_sums(ctx.ops, *kernel.outputs(sel, invalid), invalid)
-            out.update({f"{self._keys[name]}__{field}": value for field, value in sums.items()})
-        return out
+        with quiet():
+            sel = first.selection(ctx, first.read_batch(ctx, y_pred, y, mask, sample_weight), k=self._k)
+            invalid = check_list_values(sel, first.negative_labels)
+            for name, kernel in self._members.items():
+                sums = list_sums(ctx.ops, *kernel.outputs(sel, invalid), invalid)
+                out.update({f"{self._keys[name]}__{field}": value for field, value in sums.items()})
+        return exported(ctx.ops, out)
 
     def _part(self, sums: Mapping[str, Any], name: str) -> dict[str, Any]:
         return {field: sums[f"{self._keys[name]}__{field}"] for field in self._members[name].fields}

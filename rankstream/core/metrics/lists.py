@@ -49,6 +49,9 @@ from rankstream.core.ranking import check_ties, top_ranked
 from rankstream.core.state import check_sums
 
 EMPTY_POLICIES = ("skip", "zero")
+#: ``Selection.ideal(prefix=True)`` cuts the ideal ranking after its last nonzero column from
+#: this many ranked items on (whole lists); below it the host read costs more than it saves
+IDEAL_PREFIX_FROM = 1024
 WEIGHTINGS = ("list", "keras_rs")
 
 
@@ -112,22 +115,34 @@ class Selection:
             self.shared[key] = make()
         return self.shared[key]
 
-    def ideal(self) -> tuple[Array, Array | None]:
+    def ideal(self, prefix: bool = False) -> tuple[Array, Array | None]:
         """Top-``K`` labels of the items of each list in decreasing order (the ideal ranking),
         0 past the last item, and a (B, K) 0/1 array marking real items (None without a
-        mask). One ``topk`` of the labels per batch."""
-        return self.once("ideal", self._ideal)
+        mask). One ``topk`` of the labels per batch.
 
-    def _ideal(self) -> tuple[Array, Array | None]:
+        ``prefix``: where values are read back and ``K`` is large (whole lists), only the
+        columns up to the last one where some list holds a nonzero label: every later column
+        is 0 in every list, so a sum of gains that vanish at 0 loses nothing, and the gains
+        and products of a few hundred columns replace those of ``K`` (one small host read)."""
+        return self.once(("ideal", prefix), lambda: self._ideal(prefix))
+
+    def _ideal(self, prefix: bool) -> tuple[Array, Array | None]:
         ops = self.ops
         src = self.full_labels
         if self.full_valid is not None:
             src = ops.where(self.full_valid, src, float("-inf"))
-        vals = ops.cast(ops.topk(src, self.k)[0], self.positions.dtype)
-        if self.full_valid is None:
-            return vals, None
-        ok = vals > float("-inf")
-        return ops.where(ok, vals, 0.0), ops.cast(ok, vals.dtype)
+        vals, ok = ops.topk(src, self.k)[0], None
+        if self.full_valid is not None:
+            ok = vals > float("-inf")
+            vals = ops.where(ok, vals, 0.0)
+        if prefix and self.ctx.read_back and self.k > IDEAL_PREFIX_FROM:
+            nonzero = np.flatnonzero(ops.to_numpy(ops.any(vals != 0, axis=0)))
+            cut = int(nonzero[-1]) + 1 if nonzero.size else 1
+            if cut < self.k:
+                vals = vals[:, :cut]
+                ok = None if ok is None else ok[:, :cut]
+        acc = self.positions.dtype
+        return ops.cast(vals, acc), None if ok is None else ops.cast(ok, acc)
 
 
 @dataclass
@@ -150,6 +165,25 @@ def positions(ctx: Context, k: int, like: Array, dtype: Any) -> Array:
     if not ctx.read_back:
         return make()
     return ctx.workspace.get("positions", (k, dtype, getattr(like, "device", None)), make)
+
+
+def call_user(ops: Ops, fn: Any, x: Array) -> Array:
+    """``fn(x)`` for a user's callable (a gain, a discount), which may know only the caller's
+    arrays (a torch or ``keras.ops`` function): on ops computing on other arrays than the
+    caller's (the host ops' numpy views) it gets the caller's arrays, and its result comes back."""
+    given = ops.export(x)
+    return fn(x) if given is x else ops.asarray(fn(given))
+
+
+def quiet() -> Any:
+    """Silence numpy's floating-point warnings in a kernel's arithmetic (as torch and Keras
+    are silent): bad data is found by explicit checks, which raise or count it."""
+    return np.errstate(all="ignore")
+
+
+def exported(ops: Ops, sums: Mapping[str, Array]) -> dict[str, Array]:
+    """The sums as the caller's arrays (``ops.export``: torch tensors from the host ops)."""
+    return {name: ops.export(value) for name, value in sums.items()}
 
 
 def list_sums(
@@ -223,6 +257,15 @@ class ListKernel:
             k = min(self.top_k[0], sel.k)
             return cum[:, k - 1 : k]
         return sel.ops.stack([cum[:, min(k, sel.k) - 1] for k in self.top_k], axis=1)
+
+    def cut_weights(self, sel: Selection, w: Array) -> Array:
+        """``(K, len(top_k))``: the weights ``w`` ``(K,)`` of the ranks, truncated after each
+        ``k`` (clipped to ``K``), so ``x @ cut_weights`` is ``sum_{j <= k} x[:, j] w[j]`` at
+        every ``k``: one matrix product where a product, a cumulative sum and a cut are three
+        passes over ``(B, K)`` (most of the cost with whole lists)."""
+        ops, pos = sel.ops, sel.positions
+        ks = ops.asarray([min(k, sel.k) for k in self.top_k], pos, pos.dtype)
+        return ops.where(pos[:, None] <= ks[None, :], ops.cast(w, pos.dtype)[:, None], 0.0)
 
     def is_relevant(self, sel: Selection, labels: Array) -> Array:
         """0/1 relevance of ``labels`` (``>= t``, or ``> 0`` without a threshold)."""
@@ -366,7 +409,10 @@ class ListKernel:
     ) -> dict[str, Array]:
         """The state fields' sums of one batch (on the input's device)."""
         ctx = ctx or self.context(y_pred, get_ops(y_pred, y, mask, sample_weight))
-        return list_sums(ctx.ops, *self.evaluate(ctx, y_pred, y, mask, sample_weight))
+        ctx, (y_pred, y, mask, sample_weight) = ctx.on_host(y_pred, y, mask, sample_weight)
+        with quiet():
+            sums = list_sums(ctx.ops, *self.evaluate(ctx, y_pred, y, mask, sample_weight))
+        return exported(ctx.ops, sums)
 
     def per_list(
         self, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None, ctx: Context | None = None
@@ -375,12 +421,15 @@ class ListKernel:
         and the list weights ``(B,)``. Lists flagged invalid (possible only where values
         cannot be read back) get NaN values."""
         ctx = ctx or self.context(y_pred, get_ops(y_pred, y, mask, sample_weight))
-        values, counted, weights, invalid = self.evaluate(ctx, y_pred, y, mask, sample_weight)
-        if invalid is not None:
-            values = ctx.ops.where(invalid[:, None], float("nan"), values)
-        if weights is None:
-            weights = ctx.ops.zeros((values.shape[0],), values, values.dtype) + 1.0
-        return values, counted, weights
+        ctx, (y_pred, y, mask, sample_weight) = ctx.on_host(y_pred, y, mask, sample_weight)
+        ops = ctx.ops
+        with quiet():
+            values, counted, weights, invalid = self.evaluate(ctx, y_pred, y, mask, sample_weight)
+            if invalid is not None:
+                values = ops.where(invalid[:, None], float("nan"), values)
+            if weights is None:
+                weights = ops.zeros((values.shape[0],), values, values.dtype) + 1.0
+        return ops.export(values), ops.export(counted), ops.export(weights)
 
     # -- from the sums -------------------------------------------------------------------
     def compute(self, sums: Mapping[str, Any], xp: Any = np) -> dict[str, Array]:

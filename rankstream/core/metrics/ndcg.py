@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rankstream.core.backends import Array, get_ops
-from rankstream.core.metrics.lists import ListKernel, ListOutput, Selection
+from rankstream.core.metrics.lists import ListKernel, ListOutput, Selection, call_user
 
 GAIN_NAMES = ("exp_rank", "linear_rank")
 #: up to this many ranked labels per batch the ranking's and the ideal labels go through the gains
@@ -89,30 +89,43 @@ class NDCGKernel(ListKernel):
     def _gains(self, sel: Selection, labels: Array) -> Array:
         """Gains of labels, those below the threshold counting as 0."""
         t = self.conventions.relevance_threshold
-        return self.gain_fn(labels if t is None else sel.ops.where(labels >= t, labels, 0.0))
+        labels = labels if t is None else sel.ops.where(labels >= t, labels, 0.0)
+        if self.gain == "exp_rank":  # 2^y - 1 with the backend's exp2 (torch: half a pow's time)
+            return sel.ops.exp2(labels) - 1.0
+        if self.gain == "linear_rank":
+            return labels
+        return call_user(sel.ops, self.gain_fn, labels)
 
     def dcg(self, sel: Selection) -> tuple[Array, Array]:
-        """``(d, DCG)``: the discounts ``(K,)`` of the ranks and ``DCG@k`` ``(B, len(top_k))``
-        of the ranking (shared with :class:`~rankstream.core.metrics.dcg.DCGKernel`)."""
-        ops = sel.ops
-        disc = self.discounts(sel)
+        """``(c, DCG)``: the discounts truncated at every ``k`` ``(K, len(top_k))`` (see
+        :meth:`discount_cuts`) and ``DCG@k`` ``(B, len(top_k))`` of the ranking (shared with
+        :class:`~rankstream.core.metrics.dcg.DCGKernel`)."""
+        cuts = self.discount_cuts(sel)
         gains = self._gains(sel, sel.labels)
         if sel.in_list is not None:
             gains = gains * sel.in_list
         if sel.item_weights is not None:
             gains = gains * sel.item_weights
-        return disc, self.cut(sel, ops.cumsum(gains * disc, axis=1))
+        return cuts, sel.ops.matmul(gains, cuts)
 
     def discounts(self, sel: Selection) -> Array:
-        """The discounts ``(K,)`` of the ranks 1..K (the default ones kept by the instance
-        where values are read back: eager, so nothing traced is kept)."""
+        """The discounts ``(K,)`` of the ranks 1..K."""
         ops, pos = sel.ops, sel.positions
         if self.discount_fn is not None:
-            return self.discount_fn(pos)
-        if not sel.ctx.read_back:
-            return 1.0 / ops.log2(pos + 1.0)
+            return call_user(ops, self.discount_fn, pos)
+        return 1.0 / ops.log2(pos + 1.0)
+
+    def discount_cuts(self, sel: Selection) -> Array:
+        """The discounts truncated after every ``k`` ``(K, len(top_k))``: ``gains @ cuts`` is
+        ``DCG@k`` at every ``k`` (:meth:`~rankstream.core.metrics.lists.ListKernel.cut_weights`).
+        The default ones are kept by the instance where values are read back (eager, so
+        nothing traced is kept)."""
+        make = lambda: self.cut_weights(sel, self.discounts(sel))  # noqa: E731
+        if self.discount_fn is not None or not sel.ctx.read_back:
+            return make()
+        pos = sel.positions
         key = (sel.k, pos.dtype, getattr(pos, "device", None))
-        return sel.ctx.workspace.get("log2_discount", key, lambda: 1.0 / ops.log2(pos + 1.0))
+        return sel.ctx.workspace.get(f"log2_discount_cuts{self.top_k}", key, make)
 
     def item_gains(self, sel: Selection) -> tuple[Array, Array]:
         """``(g, wg)``: every item's gain and (weighted) gain ``(B, N)``, ``wg`` 0 on items
@@ -129,11 +142,11 @@ class NDCGKernel(ListKernel):
         named = sel.full_item_weights is None and isinstance(self.gain, str)
         if named and sel.full_valid is None and sel.ctx.read_back and sel.labels.shape[0] * sel.k <= _STACKED:
             return self._stacked(sel)
-        disc, dcg = self.dcg(sel)
+        cuts, dcg = self.dcg(sel)
         if named:
             # Named gains are monotone: the ideal ranking is one topk of the labels, and a list
             # is relevant when its best label reaches the threshold (keras-rs: a positive gain).
-            ideal, ideal_in = sel.ideal()
+            ideal, ideal_in = sel.ideal(prefix=True)  # (B, L): past L every ideal gain is 0
             ideal_gains = self._gains(sel, ideal)
             if ideal_in is not None:
                 ideal_gains = ideal_gains * ideal_in
@@ -142,7 +155,7 @@ class NDCGKernel(ListKernel):
             relevant = top > 0 if t is None else top >= t
             if ideal_in is not None:
                 relevant = relevant & (ideal_in[:, 0] > 0)
-            idcg = self.cut(sel, ops.cumsum(ideal_gains * disc, axis=1))
+            idcg = ops.matmul(ideal_gains, cuts[: ideal_gains.shape[1]])
             return ListOutput(self.divide(sel, dcg, idcg), relevant, ideal_gains[:, 0])
         # One full pass: every item's (weighted) gain, items not in the list last; the ideal
         # ranking orders the items by (weighted) gain (a callable gain need not be monotone).
@@ -152,23 +165,20 @@ class NDCGKernel(ListKernel):
             ideal_gains = ops.where(ideal_gains > float("-inf"), ideal_gains, 0.0)
         else:
             ideal_gains = ops.topk(wg, sel.k)[0]
-        idcg = self.cut(sel, ops.cumsum(ideal_gains * disc, axis=1))
+        idcg = ops.matmul(ideal_gains, cuts)
         g_sum, wg_sum = ops.sum(g, axis=1), ops.sum(wg, axis=1)
         return ListOutput(self.divide(sel, dcg, idcg), ideal_gains[:, 0] > 0, g_sum, wg_sum)
 
     def _stacked(self, sel: Selection) -> ListOutput:
         """The named-gain case without a mask or item weights (eager: the batch size is known):
         the ranking's gains and the ideal ones stacked into one ``(2B, K)`` array, so the
-        discounts and cumulative sums are one pass each. The values of the general path, bit
-        for bit: the gains are computed on the same arrays (an elementwise power may round
-        differently where an array's layout moves an element to another code path), and
-        products and row-wise cumulative sums do not depend on the layout."""
+        gains and the product with the truncated discounts are one call each."""
         ops = sel.ops
         b = int(sel.labels.shape[0])
         ideal, _ = sel.ideal()
         ideal_gains = self._gains(sel, ideal)
         gains = ops.concat([self._gains(sel, sel.labels), ideal_gains], axis=0)
-        cut = self.cut(sel, ops.cumsum(gains * self.discounts(sel), axis=1))
+        cut = ops.matmul(gains, self.discount_cuts(sel))
         top, t = ideal[:, 0], self.conventions.relevance_threshold
         relevant = top > 0 if t is None else top >= t
         ndcg = self.divide(sel, cut[:b], cut[b:])
