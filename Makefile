@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test bench lint docs clean
+.PHONY: venv demo test test-core test-keras-torch test-keras-jax test-keras-tensorflow bench lint docs clean
 
 venv: $(STAMP)
 
@@ -23,8 +23,29 @@ $(STAMP): pyproject.toml constraints.txt
 demo: venv
 	$(BIN)/python examples/ignite_recommender.py
 
+# The whole suite, one pytest run after the other (never side by side: two cores are often
+# shared): the core, Ignite, PyKEEN and distributed tests, then the Keras suite once per backend
+# (KERAS_BACKEND is fixed when keras is imported). Each prints its own progress, summary and
+# slowest tests; every run goes ahead when one fails, and `make test` fails if any did.
+KERAS_BACKENDS := torch jax tensorflow
+
 test: venv
+	@failed=""; \
+	$(MAKE) --no-print-directory test-core || failed="$$failed core"; \
+	for b in $(KERAS_BACKENDS); do \
+		$(MAKE) --no-print-directory test-keras-$$b || failed="$$failed keras-$$b"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed"; exit 1; fi; \
+	echo "make test: all suites passed (core, keras on $(KERAS_BACKENDS))"
+
+test-core: venv
+	@echo "== make test: core, Ignite, PyKEEN and distributed suites"
 	$(BIN)/python -m pytest -q --durations=15 $(PYTEST_ARGS)
+
+$(addprefix test-keras-,$(KERAS_BACKENDS)): test-keras-%: venv
+	@echo "== make test: Keras suite on the $* backend"
+	KERAS_BACKEND=$* RANKSTREAM_KERAS_SUITE=1 PYTHONHASHSEED=0 TF_CPP_MIN_LOG_LEVEL=3 \
+		$(BIN)/python -m pytest tests/keras/backend_suite -q --durations=10 $(PYTEST_ARGS)
 
 bench: venv
 	$(BIN)/python benchmarks/run.py

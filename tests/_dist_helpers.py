@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from _hang_guard import HANG_GUARD_S
 
 from rankstream.core.metrics.rank_family import RANK_TYPES
 
 import reference as R
 
 N_ITEMS = 12
-GLOO_TIMEOUT_S = 60  # a deadlocked collective fails the test instead of hanging it
 
 
 # ---------------------------------------------------------------------------------------
@@ -296,7 +296,7 @@ def run_world(world: int) -> dict[str, Any]:
             nproc_per_node=world,
             master_addr="127.0.0.1",
             master_port=free_port(),
-            timeout=datetime.timedelta(seconds=GLOO_TIMEOUT_S),
+            timeout=datetime.timedelta(seconds=HANG_GUARD_S),  # a deadlocked collective fails the test
         ) as parallel:
             parallel.run(worker, cfg, out)
         ranks = []

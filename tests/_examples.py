@@ -6,21 +6,16 @@ import os
 import subprocess
 import sys
 
+from _hang_guard import run
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_example(script: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_example(script: str) -> subprocess.CompletedProcess:
     """``python examples/<script>`` from the repository root (rankstream importable); asserts
     that it exits with 0, showing its output otherwise."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "examples", script)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=ROOT,
-    )
+    proc = run([sys.executable, os.path.join(ROOT, "examples", script)], env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 

@@ -11,13 +11,13 @@ import importlib.metadata
 import os
 import re
 import shutil
-import subprocess
 import sys
 import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
+from _hang_guard import run as guarded_run
 
 import rankstream
 
@@ -47,7 +47,7 @@ HIDE = textwrap.dedent(
 )
 
 
-def run_python(code: str, hide: tuple[str, ...] = (), timeout: float = 180, **env: str):
+def run_python(code: str, hide: tuple[str, ...] = (), **env: str):
     full_env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
@@ -55,11 +55,10 @@ def run_python(code: str, hide: tuple[str, ...] = (), timeout: float = 180, **en
         "TF_CPP_MIN_LOG_LEVEL": "3",
         **env,
     }
-    return subprocess.run(
+    return guarded_run(
         [sys.executable, "-c", HIDE + textwrap.dedent(code)],
         capture_output=True,
         text=True,
-        timeout=timeout,
         env=full_env,
         cwd=ROOT,
     )
@@ -158,12 +157,11 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "rankstream", src / "rankstream", ignore=shutil.ignore_patterns("__pycache__"))
     build = f"import setuptools.build_meta as b; b.build_wheel({str(out)!r})"
-    proc = subprocess.run(
+    proc = guarded_run(
         [sys.executable, "-W", "error", "-c", HIDE + build],
         capture_output=True,
         text=True,
         cwd=src,
-        timeout=120,
         env={**os.environ, "RANKSTREAM_HIDE": "numpy,scipy,torch,keras,ignite"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -235,11 +233,10 @@ def test_keras_adapter_without_its_backend_names_the_extra_and_the_backend(backe
 
 def test_keras_default_backend_missing_is_explained(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-    proc = subprocess.run(
+    proc = guarded_run(
         [sys.executable, "-c", HIDE + "import rankstream.keras"],
         capture_output=True,
         text=True,
-        timeout=180,
         cwd=ROOT,
         env={
             **env,
@@ -280,7 +277,7 @@ def test_too_old_framework_is_named(module, fake, version, expected):
 
 def test_demo_logs_one_clean_line_per_epoch_and_writes_its_plot(tmp_path):
     png = tmp_path / "plot" / "demo.png"
-    proc = subprocess.run(
+    proc = guarded_run(
         [
             sys.executable,
             str(DEMO),
@@ -291,7 +288,6 @@ def test_demo_logs_one_clean_line_per_epoch_and_writes_its_plot(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=300,
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _hang_guard import run as guarded_run
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -127,11 +128,10 @@ def run_block(source: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess,
         "KERAS_BACKEND": "torch",
         "TF_CPP_MIN_LOG_LEVEL": "3",
     }
-    proc = subprocess.run(
+    proc = guarded_run(
         [sys.executable, "-c", RUNNER, str(tmp_path / "block.py"), str(record)],
         capture_output=True,
         text=True,
-        timeout=300,
         env=env,
         cwd=tmp_path,
     )

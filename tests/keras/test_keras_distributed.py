@@ -40,8 +40,9 @@ HERE = Path(__file__).resolve().parent / "distributed"
 sys.path.insert(0, str(HERE))
 
 import cases  # noqa: E402
+from _hang_guard import HANG_GUARD_S  # noqa: E402
+from _hang_guard import run as guarded_run  # noqa: E402
 
-TIMEOUT_S = 300
 # One worker at a time: on a 2-core box two side by side take as long in all (XLA and the TF
 # executor use every core) and MirroredStrategy's replica threads stall when the cores are
 # busy. More on a bigger machine (a TF configuration with replicas still runs alone).
@@ -128,7 +129,7 @@ class Runs:
     def _reap(self) -> None:
         for name, (proc, log, start) in list(self.running.items()):
             elapsed = time.monotonic() - start
-            if proc.poll() is None and elapsed < TIMEOUT_S:
+            if proc.poll() is None and elapsed < HANG_GUARD_S:
                 continue
             if proc.poll() is None:
                 proc.kill()
@@ -575,14 +576,7 @@ def test_example_keras_distributed(runs):
         time.sleep(0.1)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3", "JAX_PLATFORMS": "cpu"}
     env.pop("XLA_FLAGS", None)
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "keras_distributed.py")],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
+    proc = guarded_run([sys.executable, str(ROOT / "examples" / "keras_distributed.py")], cwd=ROOT, env=env)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("ndcg", "map"))]

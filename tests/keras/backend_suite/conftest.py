@@ -1,4 +1,4 @@
-"""Runs under one Keras backend, in a process started by ../test_keras_backends.py."""
+"""Runs under the one Keras backend KERAS_BACKEND names (``make test-keras-torch``, ``-jax``, ...)."""
 
 import os
 import sys
@@ -11,7 +11,7 @@ BACKEND = os.environ.get("KERAS_BACKEND")
 if BACKEND not in ("torch", "jax", "tensorflow"):
     raise pytest.UsageError(
         "tests/keras/backend_suite runs under one Keras backend: set KERAS_BACKEND to torch, jax or "
-        "tensorflow (tests/keras/test_keras_backends.py does this for each backend)"
+        "tensorflow (make test runs it once per backend; make test-keras-jax runs one)"
     )
 
 import keras  # noqa: E402
