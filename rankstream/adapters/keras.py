@@ -46,17 +46,22 @@ def default_rank_discount_fn(rank: Any) -> Any:
 
 
 class KernelMetric(keras.metrics.Metric):
-    """A Keras ``Metric`` over any rankstream kernel: ``kernel`` (its ``fields`` become the
-    variables); ``name``, ``dtype`` as for every Keras metric (inputs are cast to ``dtype`` and
-    ``result()`` is returned in it); ``seed_generator``, the ``keras.random.SeedGenerator`` of
-    random tie orders (in ``variables``, so it advances under JAX ``jit``); ``state_dtype``:
-    ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where the backend has
-    it); ``prefix``, prepended to every key of a dict result.
+    """A Keras ``Metric`` over any rankstream kernel (its ``fields`` become the variables).
 
     :meth:`state_dict` / :meth:`load_state_dict` read and write the state as float64 arrays
     saying which metric and settings they belong to (a ``.keras`` file keeps no metric state,
     and ``evaluate`` resets the metrics). Bad data raises naming the argument and leaves the
     state as it was; where nothing can be read back it is counted (see the module docstring).
+
+    Args:
+        kernel: the metric's definition, e.g. ``rankstream.MAPKernel(top_k=[5, 10])``.
+        name: the metric's name, as for every Keras metric.
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned in it.
+        seed_generator: the ``keras.random.SeedGenerator`` of random tie orders (in
+            ``variables``, so it advances under JAX ``jit``), or None.
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where
+            the backend has it).
+        prefix: prepended to every key of a dict result.
     """
 
     #: how ``update_state`` reads its arguments: keras-rs's list layout, or rank targets
@@ -610,15 +615,26 @@ class _OneRankMetric(KernelMetric):
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class HitsAtK(_OneRankMetric):
-    """Hits@k: the (weighted) fraction of ranking tasks whose rank is at most ``k``.
+    """Hits@k: the (weighted) fraction of ranking tasks whose true candidate ranks at most
+    ``k``, ``sum_i w_i [r_i <= k] / sum_i w_i``, PyKEEN's ``HitsAtK``.
 
-    Args: ``k`` (a positive int; several at once: :class:`RankBasedMetrics`); ``rank_type``:
-    ``"realistic"`` (default: the mean of the two others), ``"optimistic"`` (ties ranked first)
-    or ``"pessimistic"`` (ties last), ties counted exactly, never broken at random; ``output``:
-    ``"value"`` (default), ``"expected"`` or ``"variance"`` (under random ranking, from each
-    task's number of candidates), ``"adjusted"`` (``(M - E) / (1 - E)``) or ``"z"``
-    (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes; ``name`` (default ``"hits_at_{k}"``,
-    ``"{output}_hits_at_{k}"`` for another output); ``dtype``, ``state_dtype`` (:class:`KernelMetric`).
+    ``y_true`` is the index of the true candidate ``(batch,)`` (or ``(batch, 1)``), binary
+    labels ``(batch, num_candidates)`` (eager only) or ``{"labels": y, "mask": m}``; ``y_pred``
+    the scores ``(batch, num_candidates)``; ``sample_weight`` one weight per row.
+
+    Args:
+        k: the cut-off, a positive int (several at once: `RankBasedMetrics`).
+        rank_type: ``"realistic"`` (default: the mean of the two others), ``"optimistic"``
+            (tied candidates rank after the true one) or ``"pessimistic"`` (before it); ties are
+            counted exactly, never broken at random.
+        output: ``"value"`` (default); ``"expected"`` or ``"variance"`` (under random ranking,
+            from each task's number of candidates); ``"adjusted"`` (``(M - E) / (1 - E)``) or
+            ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes.
+        name: the metric's name (default ``"hits_at_{k}"``, ``"{output}_hits_at_{k}"`` for another
+            output).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned in it.
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where
+            the backend has it).
     """
 
     _family, _short = "hits", "hits_at_{k}"
@@ -633,27 +649,78 @@ class HitsAtK(_OneRankMetric):
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class InverseHarmonicMeanRank(_OneRankMetric):
-    """Mean reciprocal rank of the true candidates (PyKEEN's inverse harmonic mean rank: each
-    positive ranked against the non-positives); arguments as :class:`HitsAtK` without ``k``,
-    ``name`` default ``"mrr"``."""
+    """Mean reciprocal rank of the true candidates, ``sum_i w_i / r_i / sum_i w_i`` (PyKEEN's
+    inverse harmonic mean rank: each positive ranked against the non-positives).
+
+    ``y_true`` is the index of the true candidate ``(batch,)`` (or ``(batch, 1)``), binary
+    labels ``(batch, num_candidates)`` (eager only) or ``{"labels": y, "mask": m}``; ``y_pred``
+    the scores ``(batch, num_candidates)``; ``sample_weight`` one weight per row.
+
+    Args:
+        rank_type: ``"realistic"`` (default: the mean of the two others), ``"optimistic"``
+            (tied candidates rank after the true one) or ``"pessimistic"`` (before it); ties are
+            counted exactly, never broken at random.
+        output: ``"value"`` (default); ``"expected"`` or ``"variance"`` (under random ranking,
+            from each task's number of candidates); ``"adjusted"`` (``(M - E) / (1 - E)``) or
+            ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes.
+        name: the metric's name (default ``"mrr"``, ``"{output}_mrr"`` for another
+            output).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned in it.
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where
+            the backend has it).
+    """
 
     _family, _short = "mrr", "mrr"
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class GeometricMeanRank(_OneRankMetric):
-    """Geometric mean rank ``exp(sum w ln r / sum w)``; arguments as :class:`HitsAtK` without
-    ``k`` (``"adjusted"`` is PyKEEN's adjusted GMR index; the expectation is streamed from a
-    cumulant series whose error bound :class:`RankBasedMetrics` reports); ``name`` default
-    ``"gmr"``."""
+    """Geometric mean rank ``exp(sum_i w_i ln r_i / sum_i w_i)``. The expectation is streamed
+    from a cumulant series whose error bound `RankBasedMetrics` reports.
+
+    ``y_true`` is the index of the true candidate ``(batch,)`` (or ``(batch, 1)``), binary
+    labels ``(batch, num_candidates)`` (eager only) or ``{"labels": y, "mask": m}``; ``y_pred``
+    the scores ``(batch, num_candidates)``; ``sample_weight`` one weight per row.
+
+    Args:
+        rank_type: ``"realistic"`` (default: the mean of the two others), ``"optimistic"``
+            (tied candidates rank after the true one) or ``"pessimistic"`` (before it); ties are
+            counted exactly, never broken at random.
+        output: ``"value"`` (default); ``"expected"`` or ``"variance"`` (under random ranking,
+            from each task's number of candidates); ``"adjusted"`` (``(M - E) / (1 - E)``,
+            PyKEEN's adjusted GMR index) or ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes.
+        name: the metric's name (default ``"gmr"``, ``"{output}_gmr"`` for another
+            output).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned in it.
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where
+            the backend has it).
+    """
 
     _family, _short = "gmr", "gmr"
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class ArithmeticMeanRank(_OneRankMetric):
-    """Arithmetic mean rank; arguments as :class:`HitsAtK` without ``k`` (``"adjusted"`` is
-    PyKEEN's adjusted mean rank index); ``name`` default ``"mean_rank"``."""
+    """Arithmetic mean rank ``sum_i w_i r_i / sum_i w_i``.
+
+    ``y_true`` is the index of the true candidate ``(batch,)`` (or ``(batch, 1)``), binary
+    labels ``(batch, num_candidates)`` (eager only) or ``{"labels": y, "mask": m}``; ``y_pred``
+    the scores ``(batch, num_candidates)``; ``sample_weight`` one weight per row.
+
+    Args:
+        rank_type: ``"realistic"`` (default: the mean of the two others), ``"optimistic"``
+            (tied candidates rank after the true one) or ``"pessimistic"`` (before it); ties are
+            counted exactly, never broken at random.
+        output: ``"value"`` (default); ``"expected"`` or ``"variance"`` (under random ranking,
+            from each task's number of candidates); ``"adjusted"`` (``(M - E) / (1 - E)``,
+            PyKEEN's adjusted mean rank index) or ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN's
+            metric classes.
+        name: the metric's name (default ``"mean_rank"``, ``"{output}_mean_rank"`` for another
+            output).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned in it.
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where
+            the backend has it).
+    """
 
     _family, _short = "mr", "mean_rank"
 
@@ -661,13 +728,27 @@ class ArithmeticMeanRank(_OneRankMetric):
 @keras.saving.register_keras_serializable(package="rankstream")
 class RankBasedMetrics(KernelMetric):
     """Every rank-based metric in one pass: ``result()`` is a dict with the keys and numbers of
-    ``rankstream.ignite.RankBasedMetrics`` (values, expectations, variances, adjusted and z forms,
+    `rankstream.ignite.RankBasedMetrics` (values, expectations, variances, adjusted and z forms,
     rank variance/std, median rank and MAD with error bounds, inverse forms, ``count``); Keras
-    flattens it into the logs under each key; ``prefix`` tells two collections apart.
-    ``rank_type`` may be a sequence (``RANK_TYPES``) and ``sides`` name sides (``("head",
-    "tail")``: ``y_pred``, ``y_true`` and ``sample_weight`` are then mappings of sides): keys are
-    then PyKEEN's ``"{side}.{rank_type}.{metric}"``. ``filtered_scores``: NaN and -inf scores are
-    not candidates (PyKEEN's filtered scores). Args also: ``ks``, ``name``, ``dtype``, ``state_dtype``.
+    flattens it into the logs under each key.
+
+    ``y_true`` is the index of the true candidate ``(batch,)`` (or ``(batch, 1)``), binary
+    labels ``(batch, num_candidates)`` (eager only) or ``{"labels": y, "mask": m}``; ``y_pred``
+    the scores ``(batch, num_candidates)``; ``sample_weight`` one weight per row.
+
+    Args:
+        ks: the cut-offs of Hits@k, a positive int or a sequence of them.
+        rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"``, or a
+            sequence of them (``RANK_TYPES``: all three from the same comparison passes); keys
+            are then PyKEEN's ``"{side}.{rank_type}.{metric}"``.
+        name: the metric's name (default ``"rank_based"``).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned in it.
+        prefix: prepended to every key (two collections in one model).
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where
+            the backend has it).
+        sides: None, or names of sides (``("head", "tail")``): ``y_pred``, ``y_true`` and
+            ``sample_weight`` are then mappings of sides, keys PyKEEN's as above.
+        filtered_scores: PyKEEN's filtered scores: NaN and -inf scores are not candidates.
     """
 
     _ranks = True
