@@ -14,7 +14,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import torch
+from ignite.engine import Engine
+
+import reference
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = (
@@ -292,3 +297,41 @@ def test_public_pages_show_no_markup_artefacts(docs):
         ]
         bad += [f"{name}: private {m}" for m in PRIVATE_CLASS.findall(text)]
     assert not bad, bad
+
+
+# ------------------------------------------------------------------------------------------
+# the explicit signatures, used as documented, through an Engine
+
+
+@pytest.mark.parametrize(
+    ("cls_name", "per_list", "options"),
+    [
+        ("Precision", "precision", {"denominator": "valid", "threshold": 2.0}),
+        ("Recall", "recall", {"threshold": 2.0}),
+        ("MRR", "reciprocal_rank", {"threshold": 2.0}),
+        ("HitRate", "hit_rate", {"threshold": 2.0}),
+    ],
+)
+def test_ignite_positional_and_keyword_options_through_an_engine(cls_name, per_list, options):
+    """``Cls(top_k, ignore_zero_hits, output_transform, device, skip_unrolling, *, options)``
+    as the signature says, attached to an Engine, against the one-list-at-a-time reference."""
+    import rankstream.ignite as rsi
+
+    rng = np.random.default_rng(7)
+    batches, lists = [], []
+    for _ in range(4):
+        s = rng.normal(size=(5, 7)).round(1)  # ties among scores too
+        y = rng.integers(0, 4, size=(5, 7)).astype(float)
+        batches.append((torch.from_numpy(s), torch.from_numpy(y)))
+        lists += list(zip(s.tolist(), y.tolist(), strict=True))
+    kw = {"relevance_threshold": options["threshold"]}
+    if "denominator" in options:
+        kw["denominator"] = options["denominator"]
+    metric = getattr(rsi, cls_name)([2, 5], False, lambda out: out, "cpu", False, ties="first", **kw)
+    engine = Engine(lambda e, b: b)
+    metric.attach(engine, "m")
+    got = engine.run(batches).metrics["m"]
+    fn = getattr(reference, per_list)
+    scores, labels = [a for a, _ in lists], [b for _, b in lists]
+    expected = [reference.mean_over_lists(fn, scores, labels, k, empty="zero", **options) for k in (2, 5)]
+    assert got == pytest.approx(expected, abs=1e-12)
