@@ -517,6 +517,14 @@ class DerivedRankBasedMetric(RankBasedMetric):
             cls.supports_weights = base.supports_weights
 
     def __init__(self, base_cls: type[RankBasedMetric] | str | None = None, **kwargs: Any) -> None:
+        """The transform of ``base_cls(**kwargs)``, as PyKEEN's ``DerivedRankBasedMetric``.
+
+        Args:
+            base_cls: the base metric: None (the class's own, e.g. `HitsAtK` for
+                `AdjustedHitsAtK`), a `RankBasedMetric` subclass, or a name `resolve` knows.
+            **kwargs: the base metric's constructor arguments (``k`` for Hits@k; none for
+                MRR, GMR and mean rank), forwarded as they are.
+        """
         if base_cls is None:
             self.base = self.base_cls(**kwargs)
         elif isinstance(base_cls, str):

@@ -129,6 +129,14 @@ class KernelMetric(Metric):
     Threads: separate instances are independent (no shared buffers). One instance must not
     be updated from two threads at once (its sums would race): give each thread its own and
     add them up (``merge`` their state sums, or ``idist`` in a distributed run).
+
+    Args:
+        kernel: the metric's definition, e.g. ``rankstream.MAPKernel(top_k=[5, 10])`` (any
+            kernel of `rankstream` or `rankstream.core.metrics.rank_based.RankKernel`).
+        output_transform: ignite's: turns the engine's output into the ``update`` input.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+        prefix: prepended to every key of a dict result (two metrics on one engine).
     """
 
     _state_dict_all_req_keys = ("_sums",)
@@ -277,20 +285,33 @@ class KernelMetric(Metric):
 
 
 class MAP(KernelMetric):
-    """Mean Average Precision at k, a drop-in for ``ignite.metrics.rec_sys.MAP``.
+    """Mean Average Precision at k with ignite's argument names and defaults.
 
-    ``AP@k = (1 / Z) * sum_{j<=k} rel_j * P@j`` with ``Z = min(R, k)`` (ignite's convention;
-    ``denominator="all"`` gives ``Z = R`` as keras-rs), relevant meaning ``y > 0`` (or
-    ``y >= relevance_threshold``). ``compute()`` returns a list ordered by sorted ``top_k``.
+    Per list, ``AP@k = (1 / Z) * sum_{j<=k} rel_j * P@j``, with ``rel_j`` the relevance of the
+    item ranked ``j``-th by ``y_pred`` and ``P@j`` the precision at ``j``. ``Z = min(R, k)``
+    (``R`` the list's number of relevant items; an AP of 1 is reachable at every ``k``) or, with
+    ``denominator="all"``, ``Z = R`` (keras-rs, trec_eval). MAP@k is the mean of ``AP@k`` over
+    the lists (weighted by ``sample_weight``). ``compute()`` returns a list ordered by sorted
+    ``top_k``.
+
+    ignite 0.5.5 has no MAP (its ``ignite.metrics.rec_sys`` holds ``HitRate`` and ``NDCG``); a
+    ``rec_sys.MAP`` exists only on ignite's master branch, unreleased. The defaults here follow
+    ignite's released ``rec_sys`` metrics (``top_k``, ``ignore_zero_hits=True``, relevant meaning
+    ``y > 0``, ties to the earlier index as ignite's ``NDCG``) with ``Z = min(R, k)``.
 
     Args:
-        top_k: a positive int or a list of them.
-        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0.
-        output_transform, device, skip_unrolling: as in every ignite metric.
-        denominator: ``"min"`` (default) or ``"all"``.
-        relevance_threshold: ``None`` (``y > 0``) or ``t`` (``y >= t``).
-        ties: ``"first"`` (earlier index ranks first, default) or ``"random"``.
-        seed: seed of the random tie order.
+        top_k: the cut-off ``k``, a positive int or a list of them; ``k`` past the end of a list
+            is clipped to the list.
+        ignore_zero_hits: skip lists with no relevant item (True, ignite's) or count them as 0.
+        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
+            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+        denominator: ``"min"`` (``Z = min(R, k)``, default) or ``"all"`` (``Z = R``).
+        relevance_threshold: None (relevant means ``y > 0``) or ``t`` (``y >= t``, ``t > 0``).
+        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
+            ``"random"`` (a random order, seeded by ``seed``).
+        seed: seed of the random tie order (None: a random seed).
     """
 
     def __init__(
@@ -322,12 +343,28 @@ class MAP(KernelMetric):
 class NDCG(KernelMetric):
     """Normalised DCG at k, a drop-in for ``ignite.metrics.rec_sys.NDCG`` (0.5.5).
 
-    ``nDCG@k = DCG@k / IDCG@k`` with ``DCG@k = sum_{j<=k} g(rel_(j)) / log2(j + 1)``; labels
-    below ``relevance_threshold`` count as 0; ``gain_function`` is ``"exp_rank"``
-    (``2^rel - 1``), ``"linear_rank"`` (``rel``) or a callable; ``discount`` an optional
-    callable of the 1-based rank. Ties are broken by item index, earlier first (as ignite's
-    stable sort), or at random with ``ties="random"``. ``compute()`` returns a list ordered
-    by sorted ``top_k``.
+    Per list ``nDCG@k = DCG@k / IDCG@k`` with ``DCG@k = sum_{j<=k} g(y_(j)) * d(j)``, ``y_(j)``
+    the label of the item ranked ``j``-th by ``y_pred``, ``g`` the gain, ``d(j) = 1 / log2(j + 1)``
+    the discount, and ``IDCG@k`` the same over the items sorted by label; the mean over the lists.
+    Ties among equal scores go to the earlier index, as ignite's stable sort, so the numbers are
+    ignite's. ``compute()`` returns a list ordered by sorted ``top_k``.
+
+    Args:
+        top_k: the cut-off ``k``, a positive int or a list of them; ``k`` past the end of a list
+            is clipped to the list.
+        ignore_zero_hits: skip lists with no relevant item (True, ignite's) or count them as 0.
+        relevance_threshold: labels below it count as 0 (default 1.0, ignite's); None keeps the
+            labels as they are.
+        gain_function: ``"exp_rank"`` (``2^y - 1``, default), ``"linear_rank"`` (``y``) or a
+            callable of the labels.
+        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
+            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+        discount: a callable of the 1-based rank replacing ``1 / log2(rank + 1)``, or None.
+        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
+            ``"random"`` (a random order, seeded by ``seed``).
+        seed: seed of the random tie order (None: a random seed).
     """
 
     def __init__(
@@ -361,10 +398,8 @@ class NDCG(KernelMetric):
 
 
 class _ListMetric(KernelMetric):
-    """A binary list metric at k: ``_kernel`` with ignite's arguments (``top_k``,
-    ``ignore_zero_hits``, ``output_transform``, ``device``, ``skip_unrolling``) and keyword-only
-    ``relevance_threshold`` (None: ``y > 0``; ``t``: ``y >= t``), ``ties``, ``seed``. ``compute()``
-    returns a list ordered by sorted ``top_k``; ``k`` past the end of a list is clipped."""
+    """The binary list metrics' constructor: ``_kernel_cls`` with ignite's arguments and the
+    keyword-only conventions (each public subclass states its own signature and arguments)."""
 
     _kernel_cls: type[ListKernel]
 
@@ -389,30 +424,109 @@ class _ListMetric(KernelMetric):
 
 
 class Precision(_ListMetric):
-    """Precision@k: relevant items in the top ``k`` over ``k`` (``denominator="k"``, trec_eval and
-    torchmetrics) or over ``min(k, items in the list)`` (``"valid"``, keras-rs). Arguments as
-    :class:`_ListMetric` plus keyword-only ``denominator``."""
+    """Precision at k: per list, the relevant items among the top ``k`` over ``k``
+    (``denominator="k"``, default: trec_eval ``P@k``, torchmetrics ``RetrievalPrecision``) or over
+    ``min(k, items in the list)`` (``"valid"``, keras-rs); the mean over the lists (weighted by
+    ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
+
+    Args:
+        top_k: the cut-off ``k``, a positive int or a list of them; ``k`` past the end of a list
+            is clipped to the list.
+        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0.
+        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
+            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+        denominator: ``"k"`` (default) or ``"valid"`` (``min(k, items in the list)``).
+        relevance_threshold: None (relevant means ``y > 0``) or ``t`` (``y >= t``, ``t > 0``).
+        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
+            ``"random"`` (a random order, seeded by ``seed``).
+        seed: seed of the random tie order (None: a random seed).
+    """
 
     _kernel_cls = PrecisionKernel
 
     def __init__(
-        self, top_k: int | list[int] = 10, *args: Any, denominator: str = "k", **kwargs: Any
+        self,
+        top_k: int | list[int] = 10,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        *,
+        denominator: str = "k",
+        relevance_threshold: float | None = None,
+        ties: str = "first",
+        seed: int | None = None,
     ) -> None:
-        super().__init__(top_k, *args, denominator=denominator, **kwargs)
+        super().__init__(
+            top_k, ignore_zero_hits, output_transform, device, skip_unrolling,
+            relevance_threshold=relevance_threshold, ties=ties, seed=seed, denominator=denominator,
+        )  # fmt: skip
 
 
 class Recall(_ListMetric):
-    """Recall@k: relevant items in the top ``k`` over all relevant items of the list; arguments
-    as :class:`_ListMetric`."""
+    """Recall at k: per list, the relevant items among the top ``k`` over all relevant items of
+    the list (trec_eval ``recall_k``, torchmetrics ``RetrievalRecall``); the mean over the lists
+    (weighted by ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
+
+    Args:
+        top_k: the cut-off ``k``, a positive int or a list of them; ``k`` past the end of a list
+            is clipped to the list.
+        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0.
+        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
+            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+        relevance_threshold: None (relevant means ``y > 0``) or ``t`` (``y >= t``, ``t > 0``).
+        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
+            ``"random"`` (a random order, seeded by ``seed``).
+        seed: seed of the random tie order (None: a random seed).
+    """
 
     _kernel_cls = RecallKernel
 
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        *,
+        relevance_threshold: float | None = None,
+        ties: str = "first",
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(
+            top_k, ignore_zero_hits, output_transform, device, skip_unrolling,
+            relevance_threshold=relevance_threshold, ties=ties, seed=seed,
+        )  # fmt: skip
+
 
 class HitRate(_ListMetric):
-    """Hit rate@k, a drop-in for ``ignite.metrics.rec_sys.HitRate`` (0.5.5): 1 when a relevant
-    item (``y > 0``) is in the top ``k``; same arguments and defaults (``top_k=1``,
-    ``ignore_zero_hits=True``), ``k`` past the end of a list clipped (ignite raises there), plus
-    the keyword-only arguments of :class:`_ListMetric`."""
+    """Hit rate at k with the arguments and defaults of ``ignite.metrics.rec_sys.HitRate``
+    (0.5.5): per list 1 when a relevant item is among the top ``k``, else 0; the mean over the
+    lists (weighted by ``sample_weight``). ``compute()`` returns a list ordered by sorted
+    ``top_k``. ``k`` past the end of a list is clipped to the list, where ignite raises.
+
+    Ties: ignite's ``HitRate`` takes ``torch.topk``'s order, which leaves the order among equal
+    scores unspecified; here ``ties="first"`` ranks the earlier index first. The two agree
+    wherever no tie straddles the ``k``-th place.
+
+    Args:
+        top_k: the cut-off ``k``, a positive int or a list of them (default 1, ignite's).
+        ignore_zero_hits: skip lists with no relevant item (True, ignite's) or count them as 0.
+        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
+            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+        relevance_threshold: None (relevant means ``y > 0``, ignite's) or ``t`` (``y >= t``,
+            ``t > 0``).
+        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
+            ``"random"`` (a random order, seeded by ``seed``).
+        seed: seed of the random tie order (None: a random seed).
+    """
 
     _kernel_cls = HitRateKernel
 
@@ -435,17 +549,69 @@ class HitRate(_ListMetric):
 
 
 class MeanReciprocalRank(_ListMetric):
-    """MRR@k, list-wise: the mean over the lists of ``1 / rank`` of the first relevant item
-    within the top ``k`` (0 if none), as keras-rs ``MeanReciprocalRank``, torchmetrics
-    ``RetrievalMRR`` and trec_eval RR (PyKEEN's per-positive MRR is
-    :class:`InverseHarmonicMeanRank`); arguments as :class:`_ListMetric`."""
+    """MRR at k, list-wise: per list ``1 / rank`` of the first relevant item within the top
+    ``k`` (0 if none), the mean over the lists (weighted by ``sample_weight``), as keras-rs
+    ``MeanReciprocalRank``, torchmetrics ``RetrievalMRR`` and trec_eval ``recip_rank``.
+    ``compute()`` returns a list ordered by sorted ``top_k``. PyKEEN's per-positive MRR is
+    `InverseHarmonicMeanRank`.
+
+    Args:
+        top_k: the cut-off ``k``, a positive int or a list of them; ``k`` past the end of a list
+            is clipped to the list.
+        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0.
+        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
+            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+        relevance_threshold: None (relevant means ``y > 0``) or ``t`` (``y >= t``, ``t > 0``).
+        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
+            ``"random"`` (a random order, seeded by ``seed``).
+        seed: seed of the random tie order (None: a random seed).
+    """
 
     _kernel_cls = ReciprocalRankKernel
 
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        *,
+        relevance_threshold: float | None = None,
+        ties: str = "first",
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(
+            top_k, ignore_zero_hits, output_transform, device, skip_unrolling,
+            relevance_threshold=relevance_threshold, ties=ties, seed=seed,
+        )  # fmt: skip
+
 
 class DCG(_ListMetric):
-    """Unnormalised DCG@k, the numerator of :class:`NDCG`, with its arguments and defaults
-    (``relevance_threshold=1.0``, ``gain_function="exp_rank"``, keyword-only ``discount``)."""
+    """Unnormalised DCG at k, the numerator of `NDCG`: per list
+    ``DCG@k = sum_{j<=k} g(y_(j)) * d(j)`` (``y_(j)`` the label of the item ranked ``j``-th by
+    ``y_pred``, ``g`` the gain, ``d(j) = 1 / log2(j + 1)``), the mean over the lists (weighted
+    by ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
+
+    Args:
+        top_k: the cut-off ``k``, a positive int or a list of them; ``k`` past the end of a list
+            is clipped to the list.
+        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0.
+        relevance_threshold: labels below it count as 0 (default 1.0, as `NDCG`); None keeps
+            the labels as they are.
+        gain_function: ``"exp_rank"`` (``2^y - 1``, default), ``"linear_rank"`` (``y``) or a
+            callable of the labels.
+        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
+            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+        discount: a callable of the 1-based rank replacing ``1 / log2(rank + 1)``, or None.
+        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
+            ``"random"`` (a random order, seeded by ``seed``).
+        seed: seed of the random tie order (None: a random seed).
+    """
 
     _kernel_cls = DCGKernel
 
@@ -472,9 +638,22 @@ class DCG(_ListMetric):
 
 
 class RPrecision(KernelMetric):
-    """R-precision: precision at ``R``, the list's number of relevant items (trec_eval Rprec,
-    torchmetrics ``RetrievalRPrecision``); ``compute()`` returns a float. Arguments as
-    :class:`_ListMetric` without ``top_k`` (each list is ranked whole: a sort per list)."""
+    """R-precision: per list the precision at ``R``, the list's number of relevant items
+    (trec_eval ``Rprec``, torchmetrics ``RetrievalRPrecision``); the mean over the lists
+    (weighted by ``sample_weight``). ``compute()`` returns a float. Each list is ranked whole
+    (a sort per list), so there is no ``top_k``.
+
+    Args:
+        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0.
+        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
+            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+        relevance_threshold: None (relevant means ``y > 0``) or ``t`` (``y >= t``, ``t > 0``).
+        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
+            ``"random"`` (a random order, seeded by ``seed``).
+        seed: seed of the random tie order (None: a random seed).
+    """
 
     def __init__(
         self,
@@ -495,13 +674,29 @@ class RPrecision(KernelMetric):
 
 class ListMetrics(KernelMetric):
     """Several list metrics from one validation and one top-k selection per batch:
-    ``ListMetrics(["ndcg@10", "map@5", "recall@20", "mrr@10", "precision@5", "hit_rate@10"])``
-    (names as ranx and ir_measures write them; see :mod:`rankstream.core.metrics.collection`).
+    ``ListMetrics(["ndcg@10", "map@5", "recall@20", "mrr@10", "precision@5", "hit_rate@10"])``.
     ``compute()`` returns ``{name: value}``; attached to an ``Engine``, each name is also put in
-    ``engine.state.metrics`` (after ``prefix``, to tell two collections apart). Each metric
-    takes the defaults of its class here (``MAP``: ``min(R, k)``; ``NDCG``, ``DCG``:
-    ``2^rel - 1``, threshold 1.0; ``Precision``: over ``k``); the same ``ignore_zero_hits``,
-    ``ties`` and ``seed`` for all."""
+    ``engine.state.metrics`` (after ``prefix``).
+
+    Names are written as ranx and ir_measures write them, case-insensitive: ``ndcg``, ``dcg``,
+    ``map`` (``ap``), ``precision`` (``p``), ``recall`` (``r``), ``mrr`` (``rr``), ``hit_rate``
+    (``hitrate``, ``success``), ``r_precision`` (``rprec``), each with ``@k`` or without (the whole list; see
+    `rankstream.core.metrics.collection`). Each metric takes the defaults of its class here
+    (`MAP`: ``Z = min(R, k)``; `NDCG`, `DCG`: ``2^y - 1`` gains, labels below 1.0 count as 0;
+    `Precision`: over ``k``; relevant meaning ``y > 0`` otherwise).
+
+    Args:
+        metrics: the metric names, e.g. ``["ndcg@10", "map@5"]``.
+        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0, for all.
+        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
+            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
+            ``"random"`` (a random order, seeded by ``seed``), for all.
+        seed: seed of the random tie order (None: a random seed).
+        prefix: prepended to every name (two collections on one engine).
+    """
 
     def __init__(
         self,
@@ -561,9 +756,16 @@ class RankBasedMetrics(KernelMetric):
         sides: names of the sides (``("head", "tail")``), or None.
         prefix: prepended to every key (several instances on one engine).
         filtered_scores: PyKEEN's filtered scores: NaN and ``-inf`` scores are not candidates
-            (see :class:`rankstream.core.metrics.rank_based.RankKernel`).
-        metrics, median_exact, median_bins_per_octave: as
-            :class:`~rankstream.core.metrics.rank_based.RankKernel`.
+            (without it a NaN score is an error and ``-inf`` the lowest score, a candidate).
+        metrics: what is kept and reported, a subset of ``("hits", "mrr", "gmr", "mr",
+            "dispersion", "median")`` (all by default): the four families, the rank's variance
+            and standard deviation, the median rank and median absolute deviation.
+        median_exact: ranks below it are counted exactly in the median's histogram (1024).
+        median_bins_per_octave: log-spaced histogram bins per doubling of the rank above
+            ``median_exact`` (64); the median's error bound follows from them.
+
+    The state's sums and their report are those of
+    `rankstream.core.metrics.rank_based.RankKernel`.
     """
 
     def __init__(
@@ -618,9 +820,27 @@ class _OneRankMetric(KernelMetric):
 
 
 class HitsAtK(_OneRankMetric):
-    """Hits@k: the (weighted) fraction of tasks whose rank is at most ``k`` (a float; a list
-    ordered by ``k`` for a list of ``k``). ``output`` picks ``"value"`` (default),
-    ``"expected"``, ``"variance"``, ``"adjusted"`` or ``"z"`` (see :class:`RankBasedMetrics`)."""
+    """Hits@k: the (weighted) fraction of ranking tasks whose true candidate ranks at most
+    ``k``, ``sum_i w_i [r_i <= k] / sum_i w_i`` (a float; a list ordered by ``k`` for a list
+    of ``k``), PyKEEN's ``HitsAtK``.
+
+    ``update`` takes ``(y_pred, y)`` or ``(y_pred, y, {"mask": m, "sample_weight": w})``:
+    ``y_pred`` the scores ``(batch, num_candidates)``, ``y`` the index of the true candidate
+    ``(batch,)`` or binary labels ``(batch, num_candidates)`` (every positive ranked against the
+    non-positives, the filtered setting).
+
+    Args:
+        k: the cut-off, a positive int or a list of them.
+        rank_type: ``"realistic"`` (default: the mean of the two others), ``"optimistic"``
+            (tied candidates rank after the true one) or ``"pessimistic"`` (before it); ties are
+            counted exactly, never broken at random.
+        output: ``"value"`` (default); ``"expected"`` or ``"variance"`` (under random ranking,
+            from each task's number of candidates); ``"adjusted"`` (``(M - E) / (1 - E)``) or
+            ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes.
+        output_transform: ignite's: turns the engine's output into the ``update`` input.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+    """
 
     _family = "hits"
 
@@ -638,24 +858,52 @@ class HitsAtK(_OneRankMetric):
 
 
 class InverseHarmonicMeanRank(_OneRankMetric):
-    """Mean reciprocal rank (MRR, PyKEEN's inverse harmonic mean rank: each positive ranked
-    against the non-positives); arguments as :class:`HitsAtK` without ``k``."""
+    """Mean reciprocal rank, ``sum_i w_i / r_i / sum_i w_i`` (MRR, PyKEEN's inverse harmonic
+    mean rank: each positive ranked against the non-positives); ``update`` as in `HitsAtK`.
+
+    Args:
+        rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"`` (as in
+            `HitsAtK`).
+        output: ``"value"`` (default), ``"expected"``, ``"variance"``, ``"adjusted"`` or ``"z"``
+            (as in `HitsAtK`).
+        output_transform: ignite's: turns the engine's output into the ``update`` input.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+    """
 
     _family = "mrr"
 
 
 class GeometricMeanRank(_OneRankMetric):
-    """Geometric mean rank ``exp(sum w ln r / sum w)``; arguments as :class:`HitsAtK` without
-    ``k`` (``"adjusted"`` is PyKEEN's adjusted GMR index). The expectation and variance are
-    streamed from a cumulant series; a ``RuntimeWarning`` says when its error bound exceeds
-    1e-3 (fewer than about ten tasks)."""
+    """Geometric mean rank ``exp(sum_i w_i ln r_i / sum_i w_i)``; ``update`` as in `HitsAtK`.
+    The expectation and variance are streamed from a cumulant series; a ``RuntimeWarning``
+    says when its error bound exceeds 1e-3 (fewer than about ten tasks).
+
+    Args:
+        rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"`` (as in
+            `HitsAtK`).
+        output: ``"value"`` (default), ``"expected"``, ``"variance"``, ``"adjusted"`` (PyKEEN's
+            adjusted GMR index) or ``"z"`` (as in `HitsAtK`).
+        output_transform: ignite's: turns the engine's output into the ``update`` input.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+    """
 
     _family = "gmr"
 
 
 class ArithmeticMeanRank(_OneRankMetric):
-    """Arithmetic mean rank; arguments as :class:`HitsAtK` without ``k`` (``"adjusted"`` is
-    PyKEEN's adjusted mean rank index)."""
+    """Arithmetic mean rank ``sum_i w_i r_i / sum_i w_i``; ``update`` as in `HitsAtK`.
+
+    Args:
+        rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"`` (as in
+            `HitsAtK`).
+        output: ``"value"`` (default), ``"expected"``, ``"variance"``, ``"adjusted"`` (PyKEEN's
+            adjusted mean rank index) or ``"z"`` (as in `HitsAtK`).
+        output_transform: ignite's: turns the engine's output into the ``update`` input.
+        device: where the state's sums are kept (float64; float32 on MPS).
+        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
+    """
 
     _family = "mr"
 

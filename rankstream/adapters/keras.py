@@ -46,17 +46,22 @@ def default_rank_discount_fn(rank: Any) -> Any:
 
 
 class KernelMetric(keras.metrics.Metric):
-    """A Keras ``Metric`` over any rankstream kernel: ``kernel`` (its ``fields`` become the
-    variables); ``name``, ``dtype`` as for every Keras metric (inputs are cast to ``dtype`` and
-    ``result()`` is returned in it); ``seed_generator``, the ``keras.random.SeedGenerator`` of
-    random tie orders (in ``variables``, so it advances under JAX ``jit``); ``state_dtype``:
-    ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where the backend has
-    it); ``prefix``, prepended to every key of a dict result.
+    """A Keras ``Metric`` over any rankstream kernel (its ``fields`` become the variables).
 
     :meth:`state_dict` / :meth:`load_state_dict` read and write the state as float64 arrays
     saying which metric and settings they belong to (a ``.keras`` file keeps no metric state,
     and ``evaluate`` resets the metrics). Bad data raises naming the argument and leaves the
     state as it was; where nothing can be read back it is counted (see the module docstring).
+
+    Args:
+        kernel: the metric's definition, e.g. ``rankstream.MAPKernel(top_k=[5, 10])``.
+        name: the metric's name, as for every Keras metric.
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned in it.
+        seed_generator: the ``keras.random.SeedGenerator`` of random tie orders (in
+            ``variables``, so it advances under JAX ``jit``), or None.
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where
+            the backend has it).
+        prefix: prepended to every key of a dict result.
     """
 
     #: how ``update_state`` reads its arguments: keras-rs's list layout, or rank targets
@@ -187,16 +192,9 @@ class KernelMetric(keras.metrics.Metric):
 
 
 class _ListMetric(KernelMetric):
-    """A list metric with keras-rs's conventions (per-item weights, -1 padding, shuffled ties):
-    a kernel (``_kernel_cls``), keras-rs's signature and defaults, and keyword-only ``_options``.
-    Args (keras-rs's): ``k`` (int, or None for the whole list; clipped to the list length),
-    ``shuffle_ties`` (break score ties at random, seeded by ``seed``; ``False`` ranks the earlier
-    item first, with a mask too, where keras-rs shuffles anyway), ``seed`` (int or
-    ``keras.random.SeedGenerator``), ``name`` (default ``"<metric>@k"``, e.g. ``"ndcg@10"``;
-    ``"ndcg"`` for the whole list), ``dtype``. Keyword-only: ``relevance_threshold`` (relevant
-    means ``y >= t``, default 1.0 as keras-rs; None: ``y > 0``), ``empty`` (``"zero"``: lists
-    without a relevant item score 0, keras-rs; or ``"skip"``), ``state_dtype``
-    (:class:`KernelMetric`). Labels ``< 0``, NaN and -inf are padding; +inf is bad data."""
+    """The list metrics' constructor with keras-rs's conventions (per-item weights, -1 padding,
+    shuffled ties): a kernel (``_kernel_cls``), keras-rs's signature and defaults, and the
+    keyword-only ``_options`` (each public subclass states its own signature and arguments)."""
 
     _kernel_cls: Any = None
     _short, threshold = "", 1.0  # the name's stem; the default relevance_threshold
@@ -248,19 +246,69 @@ class NDCG(_GainMetric):
     Per list ``nDCG@k = DCG@k / IDCG@k`` (0 when ``IDCG@k = 0``),
     ``DCG@k = sum_{j<=k} w_(j) gain_fn(y_(j)) rank_discount_fn(j)`` over the items ranked by
     ``y_pred``, ``IDCG@k`` the same over the items ordered by ``w_i gain_fn(y_i)`` (``w``
-    per-item weights, 1 without ``sample_weight``). Args as :class:`_ListMetric`, and
-    ``gain_fn`` (callable of the labels, default ``2^y - 1``, or ``"exp_rank"`` /
-    ``"linear_rank"``), ``rank_discount_fn`` (callable of the 1-based rank, default
-    ``1 / log2(rank + 1)``); ``relevance_threshold`` (default None) zeroes labels below it."""
+    per-item weights, 1 without ``sample_weight``); the mean over the lists, weighted as keras-rs.
+
+    ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+    padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+    keras-rs.
+
+    Args:
+        k: the cut-off, a positive int, or None for the whole list; clipped to the list
+            length.
+        gain_fn: a callable of the labels (default ``2^y - 1``), or ``"exp_rank"`` /
+            ``"linear_rank"``.
+        rank_discount_fn: a callable of the 1-based rank (default ``1 / log2(rank + 1)``).
+        shuffle_ties: break score ties at random, seeded by ``seed`` (True, keras-rs); False
+            ranks the earlier item first, with a mask too (where keras-rs shuffles anyway).
+        seed: an int, a ``keras.random.SeedGenerator`` or None, for the tie order.
+        name: the metric's name (default ``"ndcg@k"``, e.g. ``"ndcg@10"``; ``"ndcg"``
+            for the whole list).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned
+            in it.
+        relevance_threshold: labels below it count as 0 (default None: the labels as they
+            are).
+        empty: ``"zero"`` (keras-rs: a list without a relevant item scores 0, default) or
+            ``"skip"`` (it is left out).
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64
+            where the backend has it).
+    """
 
     _kernel_cls, _short = km.NDCGKernel, "ndcg"
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class DCG(_GainMetric):
-    """Discounted cumulative gain at ``k``: a drop-in for ``keras_rs.metrics.DCG``: per list
-    ``DCG@k`` as in :class:`NDCG` (not normalised), the mean over lists as keras-rs takes it
-    (per-item weights enter the gains and the list weights); args as :class:`NDCG`."""
+    """Discounted cumulative gain at ``k``: a drop-in for ``keras_rs.metrics.DCG``.
+
+    Per list ``DCG@k = sum_{j<=k} w_(j) gain_fn(y_(j)) rank_discount_fn(j)`` over the items
+    ranked by ``y_pred`` (``w`` per-item weights, 1 without ``sample_weight``), not normalised;
+    the mean over the lists as keras-rs takes it (per-item weights enter the gains and the list
+    weights).
+
+    ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+    padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+    keras-rs.
+
+    Args:
+        k: the cut-off, a positive int, or None for the whole list; clipped to the list
+            length.
+        gain_fn: a callable of the labels (default ``2^y - 1``), or ``"exp_rank"`` /
+            ``"linear_rank"``.
+        rank_discount_fn: a callable of the 1-based rank (default ``1 / log2(rank + 1)``).
+        shuffle_ties: break score ties at random, seeded by ``seed`` (True, keras-rs); False
+            ranks the earlier item first, with a mask too (where keras-rs shuffles anyway).
+        seed: an int, a ``keras.random.SeedGenerator`` or None, for the tie order.
+        name: the metric's name (default ``"dcg@k"``, e.g. ``"dcg@10"``; ``"dcg"``
+            for the whole list).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned
+            in it.
+        relevance_threshold: labels below it count as 0 (default None: the labels as they
+            are).
+        empty: ``"zero"`` (keras-rs: a list without a relevant item scores 0, default) or
+            ``"skip"`` (it is left out).
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64
+            where the backend has it).
+    """
 
     _kernel_cls, _short = km.DCGKernel, "dcg"
 
@@ -268,52 +316,226 @@ class DCG(_GainMetric):
 @keras.saving.register_keras_serializable(package="rankstream")
 class MAP(_ListMetric):
     """Mean average precision at ``k``: a drop-in for ``keras_rs.metrics.MeanAveragePrecision``.
+
     Per list ``AP@k = sum_{j<=k} w_(j) rel_(j) P@j / Z``, ``rel = [y >= 1]``, ``P@j`` the
-    (unweighted) precision at ``j``, ``Z = sum_i w_i rel_i`` (0 when ``Z = 0``). Args as
-    :class:`_ListMetric`, and keyword-only ``denominator``: ``"all"`` (``Z``, keras-rs) or
-    ``"min"`` (the best numerator reachable in the top ``k``, ignite's)."""
+    (unweighted) precision at ``j``, ``Z = sum_i w_i rel_i`` (0 when ``Z = 0``; ``w`` per-item
+    weights, 1 without ``sample_weight``); the mean over the lists, weighted as keras-rs.
+
+    ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+    padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+    keras-rs.
+
+    Args:
+        k: the cut-off, a positive int, or None for the whole list; clipped to the list
+            length.
+        shuffle_ties: break score ties at random, seeded by ``seed`` (True, keras-rs); False
+            ranks the earlier item first, with a mask too (where keras-rs shuffles anyway).
+        seed: an int, a ``keras.random.SeedGenerator`` or None, for the tie order.
+        name: the metric's name (default ``"map@k"``, e.g. ``"map@10"``; ``"map"``
+            for the whole list).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned
+            in it.
+        denominator: ``"all"`` (``Z``, keras-rs, default) or ``"min"`` (the best numerator
+            reachable in the top ``k``, ignite's ``min(R, k)`` for unit weights).
+        relevance_threshold: relevant means ``y >= t`` (default 1.0, keras-rs's); None:
+            ``y > 0``.
+        empty: ``"zero"`` (keras-rs: a list without a relevant item scores 0, default) or
+            ``"skip"`` (it is left out).
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64
+            where the backend has it).
+    """
 
     _kernel_cls, _short, _options = km.MAPKernel, "map", {"denominator": "all"}
+
+    def __init__(self, k: int | None = None, shuffle_ties: bool = True, seed: Seed = None,
+                 name: str | None = None, dtype: Any = None, *, denominator: str = "all",
+                 relevance_threshold: float | None = 1.0, empty: str = "zero",
+                 state_dtype: str | None = None) -> None:  # fmt: skip
+        super().__init__(k, shuffle_ties, seed, name, dtype, relevance_threshold=relevance_threshold,
+                         empty=empty, state_dtype=state_dtype, denominator=denominator)  # fmt: skip
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class PrecisionAtK(_ListMetric):
-    """Precision at ``k``: a drop-in for ``keras_rs.metrics.PrecisionAtK``: the relevant items
-    (``y >= 1``) in the top ``k`` over ``min(k, valid items)``; args as :class:`_ListMetric`,
-    and keyword-only ``denominator``: ``"valid"`` (keras-rs) or ``"k"`` (trec_eval)."""
+    """Precision at ``k``: a drop-in for ``keras_rs.metrics.PrecisionAtK``.
+
+    Per list the relevant items (``y >= 1``) among the top ``k`` over ``min(k, valid items)``
+    (or over ``k`` with ``denominator="k"``, trec_eval's); the mean over the lists, weighted as
+    keras-rs.
+
+    ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+    padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+    keras-rs.
+
+    Args:
+        k: the cut-off, a positive int, or None for the whole list; clipped to the list
+            length.
+        shuffle_ties: break score ties at random, seeded by ``seed`` (True, keras-rs); False
+            ranks the earlier item first, with a mask too (where keras-rs shuffles anyway).
+        seed: an int, a ``keras.random.SeedGenerator`` or None, for the tie order.
+        name: the metric's name (default ``"precision@k"``, e.g. ``"precision@10"``; ``"precision"``
+            for the whole list).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned
+            in it.
+        denominator: ``"valid"`` (``min(k, valid items)``, keras-rs, default) or ``"k"``.
+        relevance_threshold: relevant means ``y >= t`` (default 1.0, keras-rs's); None:
+            ``y > 0``.
+        empty: ``"zero"`` (keras-rs: a list without a relevant item scores 0, default) or
+            ``"skip"`` (it is left out).
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64
+            where the backend has it).
+    """
 
     _kernel_cls, _short, _options = km.PrecisionKernel, "precision", {"denominator": "valid"}
+
+    def __init__(self, k: int | None = None, shuffle_ties: bool = True, seed: Seed = None,
+                 name: str | None = None, dtype: Any = None, *, denominator: str = "valid",
+                 relevance_threshold: float | None = 1.0, empty: str = "zero",
+                 state_dtype: str | None = None) -> None:  # fmt: skip
+        super().__init__(k, shuffle_ties, seed, name, dtype, relevance_threshold=relevance_threshold,
+                         empty=empty, state_dtype=state_dtype, denominator=denominator)  # fmt: skip
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class RecallAtK(_ListMetric):
-    """Recall at ``k``: a drop-in for ``keras_rs.metrics.RecallAtK``: the relevant items
-    (``y >= 1``) in the top ``k`` over all relevant items; args as :class:`_ListMetric`."""
+    """Recall at ``k``: a drop-in for ``keras_rs.metrics.RecallAtK``.
+
+    Per list the relevant items (``y >= 1``) among the top ``k`` over all relevant items of the
+    list; the mean over the lists, weighted as keras-rs.
+
+    ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+    padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+    keras-rs.
+
+    Args:
+        k: the cut-off, a positive int, or None for the whole list; clipped to the list
+            length.
+        shuffle_ties: break score ties at random, seeded by ``seed`` (True, keras-rs); False
+            ranks the earlier item first, with a mask too (where keras-rs shuffles anyway).
+        seed: an int, a ``keras.random.SeedGenerator`` or None, for the tie order.
+        name: the metric's name (default ``"recall@k"``, e.g. ``"recall@10"``; ``"recall"``
+            for the whole list).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned
+            in it.
+        relevance_threshold: relevant means ``y >= t`` (default 1.0, keras-rs's); None:
+            ``y > 0``.
+        empty: ``"zero"`` (keras-rs: a list without a relevant item scores 0, default) or
+            ``"skip"`` (it is left out).
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64
+            where the backend has it).
+    """
 
     _kernel_cls, _short = km.RecallKernel, "recall"
+
+    def __init__(self, k: int | None = None, shuffle_ties: bool = True, seed: Seed = None,
+                 name: str | None = None, dtype: Any = None, *, relevance_threshold: float | None = 1.0,
+                 empty: str = "zero", state_dtype: str | None = None) -> None:  # fmt: skip
+        super().__init__(k, shuffle_ties, seed, name, dtype, relevance_threshold=relevance_threshold,
+                         empty=empty, state_dtype=state_dtype)  # fmt: skip
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class MeanReciprocalRank(_ListMetric):
-    """List-wise MRR at ``k``: a drop-in for ``keras_rs.metrics.MeanReciprocalRank``: per list
-    1 / the rank of the first relevant item (``y >= 1``) in the top ``k``, else 0; args as
-    :class:`_ListMetric` (PyKEEN's per-positive MRR is :class:`InverseHarmonicMeanRank`)."""
+    """List-wise MRR at ``k``: a drop-in for ``keras_rs.metrics.MeanReciprocalRank``.
+
+    Per list ``1 / rank`` of the first relevant item (``y >= 1``) among the top ``k``, else 0;
+    the mean over the lists, weighted as keras-rs. PyKEEN's per-positive MRR is
+    `InverseHarmonicMeanRank`.
+
+    ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+    padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+    keras-rs.
+
+    Args:
+        k: the cut-off, a positive int, or None for the whole list; clipped to the list
+            length.
+        shuffle_ties: break score ties at random, seeded by ``seed`` (True, keras-rs); False
+            ranks the earlier item first, with a mask too (where keras-rs shuffles anyway).
+        seed: an int, a ``keras.random.SeedGenerator`` or None, for the tie order.
+        name: the metric's name (default ``"mrr@k"``, e.g. ``"mrr@10"``; ``"mrr"``
+            for the whole list).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned
+            in it.
+        relevance_threshold: relevant means ``y >= t`` (default 1.0, keras-rs's); None:
+            ``y > 0``.
+        empty: ``"zero"`` (keras-rs: a list without a relevant item scores 0, default) or
+            ``"skip"`` (it is left out).
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64
+            where the backend has it).
+    """
 
     _kernel_cls, _short = km.ReciprocalRankKernel, "mrr"
+
+    def __init__(self, k: int | None = None, shuffle_ties: bool = True, seed: Seed = None,
+                 name: str | None = None, dtype: Any = None, *, relevance_threshold: float | None = 1.0,
+                 empty: str = "zero", state_dtype: str | None = None) -> None:  # fmt: skip
+        super().__init__(k, shuffle_ties, seed, name, dtype, relevance_threshold=relevance_threshold,
+                         empty=empty, state_dtype=state_dtype)  # fmt: skip
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class HitRateAtK(_ListMetric):
-    """Hit rate at ``k`` (not in keras-rs; its conventions): per list 1 when a relevant item
-    (``y >= 1``) is in the top ``k``, else 0; args as :class:`_ListMetric`."""
+    """Hit rate at ``k`` (not in keras-rs; in its conventions).
+
+    Per list 1 when a relevant item (``y >= 1``) is among the top ``k``, else 0; the mean over
+    the lists, weighted as keras-rs.
+
+    ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+    padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+    keras-rs.
+
+    Args:
+        k: the cut-off, a positive int, or None for the whole list; clipped to the list
+            length.
+        shuffle_ties: break score ties at random, seeded by ``seed`` (True, keras-rs); False
+            ranks the earlier item first, with a mask too (where keras-rs shuffles anyway).
+        seed: an int, a ``keras.random.SeedGenerator`` or None, for the tie order.
+        name: the metric's name (default ``"hit_rate@k"``, e.g. ``"hit_rate@10"``; ``"hit_rate"``
+            for the whole list).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned
+            in it.
+        relevance_threshold: relevant means ``y >= t`` (default 1.0, keras-rs's); None:
+            ``y > 0``.
+        empty: ``"zero"`` (keras-rs: a list without a relevant item scores 0, default) or
+            ``"skip"`` (it is left out).
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64
+            where the backend has it).
+    """
 
     _kernel_cls, _short = km.HitRateKernel, "hit_rate"
+
+    def __init__(self, k: int | None = None, shuffle_ties: bool = True, seed: Seed = None,
+                 name: str | None = None, dtype: Any = None, *, relevance_threshold: float | None = 1.0,
+                 empty: str = "zero", state_dtype: str | None = None) -> None:  # fmt: skip
+        super().__init__(k, shuffle_ties, seed, name, dtype, relevance_threshold=relevance_threshold,
+                         empty=empty, state_dtype=state_dtype)  # fmt: skip
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class RPrecision(_ListMetric):
-    """R-precision (not in keras-rs; its conventions): per list the precision at ``R``, the
-    number of relevant items (``y >= 1``); args as :class:`_ListMetric` without ``k``."""
+    """R-precision (not in keras-rs; in its conventions).
+
+    Per list the precision at ``R``, the list's number of relevant items (``y >= 1``); each list
+    is ranked whole, so there is no ``k``; the mean over the lists, weighted as keras-rs.
+
+    ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+    padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+    keras-rs.
+
+    Args:
+        shuffle_ties: break score ties at random, seeded by ``seed`` (True, keras-rs); False
+            ranks the earlier item first, with a mask too (where keras-rs shuffles anyway).
+        seed: an int, a ``keras.random.SeedGenerator`` or None, for the tie order.
+        name: the metric's name (default ``"r_precision"``).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned
+            in it.
+        relevance_threshold: relevant means ``y >= t`` (default 1.0, keras-rs's); None:
+            ``y > 0``.
+        empty: ``"zero"`` (keras-rs: a list without a relevant item scores 0, default) or
+            ``"skip"`` (it is left out).
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64
+            where the backend has it).
+    """
 
     _kernel_cls, _short = km.RPrecisionKernel, "r_precision"
     _config = _ListMetric._config[1:]
@@ -328,10 +550,30 @@ class RPrecision(_ListMetric):
 @keras.saving.register_keras_serializable(package="rankstream")
 class ListMetrics(KernelMetric):
     """Several list metrics from one selection per batch, ``ListMetrics(["ndcg@10", "map@5",
-    "recall@20", "mrr@10", "precision@5", "hit_rate@10", "dcg@10"])`` (names as ranx and
-    ir_measures write them): ``result()`` is ``{name: value}``, each name a key of the logs (after
-    ``prefix``). Each metric takes its class's defaults here; ``shuffle_ties``, ``seed``,
-    ``empty`` are shared; other args as :class:`_ListMetric`."""
+    "recall@20", "mrr@10", "precision@5", "hit_rate@10", "dcg@10"])``: ``result()`` is
+    ``{name: value}``, each name a key of the logs (after ``prefix``).
+
+    Names are written as ranx and ir_measures write them, case-insensitive: ``ndcg``, ``dcg``,
+    ``map`` (``ap``), ``precision`` (``p``), ``recall`` (``r``), ``mrr`` (``rr``), ``hit_rate``
+    (``hitrate``, ``success``), ``r_precision`` (``rprec``), each with ``@k`` or without (the
+    whole list). Each metric takes its class's defaults here (`NDCG`, `DCG`: labels as they
+    are; `MAP`: ``Z`` the weighted relevant count; `PrecisionAtK`: over ``min(k, valid
+    items)``; relevant meaning ``y >= 1`` otherwise).
+
+    Args:
+        metrics: the metric names, e.g. ``["ndcg@10", "map@5"]``.
+        shuffle_ties: break score ties at random, seeded by ``seed`` (True, keras-rs); False
+            ranks the earlier item first, for all.
+        seed: an int, a ``keras.random.SeedGenerator`` or None, for the tie order.
+        name: the metric's name (default ``"list_metrics"``).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned
+            in it.
+        empty: ``"zero"`` (keras-rs: a list without a relevant item scores 0, default) or
+            ``"skip"``, for all.
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64
+            where the backend has it).
+        prefix: prepended to every name (two collections in one model).
+    """
 
     _config = ("metrics", "shuffle_ties", "seed", "empty", "prefix")
 
@@ -373,15 +615,26 @@ class _OneRankMetric(KernelMetric):
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class HitsAtK(_OneRankMetric):
-    """Hits@k: the (weighted) fraction of ranking tasks whose rank is at most ``k``.
+    """Hits@k: the (weighted) fraction of ranking tasks whose true candidate ranks at most
+    ``k``, ``sum_i w_i [r_i <= k] / sum_i w_i``, PyKEEN's ``HitsAtK``.
 
-    Args: ``k`` (a positive int; several at once: :class:`RankBasedMetrics`); ``rank_type``:
-    ``"realistic"`` (default: the mean of the two others), ``"optimistic"`` (ties ranked first)
-    or ``"pessimistic"`` (ties last), ties counted exactly, never broken at random; ``output``:
-    ``"value"`` (default), ``"expected"`` or ``"variance"`` (under random ranking, from each
-    task's number of candidates), ``"adjusted"`` (``(M - E) / (1 - E)``) or ``"z"``
-    (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes; ``name`` (default ``"hits_at_{k}"``,
-    ``"{output}_hits_at_{k}"`` for another output); ``dtype``, ``state_dtype`` (:class:`KernelMetric`).
+    ``y_true`` is the index of the true candidate ``(batch,)`` (or ``(batch, 1)``), binary
+    labels ``(batch, num_candidates)`` (eager only) or ``{"labels": y, "mask": m}``; ``y_pred``
+    the scores ``(batch, num_candidates)``; ``sample_weight`` one weight per row.
+
+    Args:
+        k: the cut-off, a positive int (several at once: `RankBasedMetrics`).
+        rank_type: ``"realistic"`` (default: the mean of the two others), ``"optimistic"``
+            (tied candidates rank after the true one) or ``"pessimistic"`` (before it); ties are
+            counted exactly, never broken at random.
+        output: ``"value"`` (default); ``"expected"`` or ``"variance"`` (under random ranking,
+            from each task's number of candidates); ``"adjusted"`` (``(M - E) / (1 - E)``) or
+            ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes.
+        name: the metric's name (default ``"hits_at_{k}"``, ``"{output}_hits_at_{k}"`` for another
+            output).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned in it.
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where
+            the backend has it).
     """
 
     _family, _short = "hits", "hits_at_{k}"
@@ -396,27 +649,78 @@ class HitsAtK(_OneRankMetric):
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class InverseHarmonicMeanRank(_OneRankMetric):
-    """Mean reciprocal rank of the true candidates (PyKEEN's inverse harmonic mean rank: each
-    positive ranked against the non-positives); arguments as :class:`HitsAtK` without ``k``,
-    ``name`` default ``"mrr"``."""
+    """Mean reciprocal rank of the true candidates, ``sum_i w_i / r_i / sum_i w_i`` (PyKEEN's
+    inverse harmonic mean rank: each positive ranked against the non-positives).
+
+    ``y_true`` is the index of the true candidate ``(batch,)`` (or ``(batch, 1)``), binary
+    labels ``(batch, num_candidates)`` (eager only) or ``{"labels": y, "mask": m}``; ``y_pred``
+    the scores ``(batch, num_candidates)``; ``sample_weight`` one weight per row.
+
+    Args:
+        rank_type: ``"realistic"`` (default: the mean of the two others), ``"optimistic"``
+            (tied candidates rank after the true one) or ``"pessimistic"`` (before it); ties are
+            counted exactly, never broken at random.
+        output: ``"value"`` (default); ``"expected"`` or ``"variance"`` (under random ranking,
+            from each task's number of candidates); ``"adjusted"`` (``(M - E) / (1 - E)``) or
+            ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes.
+        name: the metric's name (default ``"mrr"``, ``"{output}_mrr"`` for another
+            output).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned in it.
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where
+            the backend has it).
+    """
 
     _family, _short = "mrr", "mrr"
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class GeometricMeanRank(_OneRankMetric):
-    """Geometric mean rank ``exp(sum w ln r / sum w)``; arguments as :class:`HitsAtK` without
-    ``k`` (``"adjusted"`` is PyKEEN's adjusted GMR index; the expectation is streamed from a
-    cumulant series whose error bound :class:`RankBasedMetrics` reports); ``name`` default
-    ``"gmr"``."""
+    """Geometric mean rank ``exp(sum_i w_i ln r_i / sum_i w_i)``. The expectation is streamed
+    from a cumulant series whose error bound `RankBasedMetrics` reports.
+
+    ``y_true`` is the index of the true candidate ``(batch,)`` (or ``(batch, 1)``), binary
+    labels ``(batch, num_candidates)`` (eager only) or ``{"labels": y, "mask": m}``; ``y_pred``
+    the scores ``(batch, num_candidates)``; ``sample_weight`` one weight per row.
+
+    Args:
+        rank_type: ``"realistic"`` (default: the mean of the two others), ``"optimistic"``
+            (tied candidates rank after the true one) or ``"pessimistic"`` (before it); ties are
+            counted exactly, never broken at random.
+        output: ``"value"`` (default); ``"expected"`` or ``"variance"`` (under random ranking,
+            from each task's number of candidates); ``"adjusted"`` (``(M - E) / (1 - E)``,
+            PyKEEN's adjusted GMR index) or ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes.
+        name: the metric's name (default ``"gmr"``, ``"{output}_gmr"`` for another
+            output).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned in it.
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where
+            the backend has it).
+    """
 
     _family, _short = "gmr", "gmr"
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class ArithmeticMeanRank(_OneRankMetric):
-    """Arithmetic mean rank; arguments as :class:`HitsAtK` without ``k`` (``"adjusted"`` is
-    PyKEEN's adjusted mean rank index); ``name`` default ``"mean_rank"``."""
+    """Arithmetic mean rank ``sum_i w_i r_i / sum_i w_i``.
+
+    ``y_true`` is the index of the true candidate ``(batch,)`` (or ``(batch, 1)``), binary
+    labels ``(batch, num_candidates)`` (eager only) or ``{"labels": y, "mask": m}``; ``y_pred``
+    the scores ``(batch, num_candidates)``; ``sample_weight`` one weight per row.
+
+    Args:
+        rank_type: ``"realistic"`` (default: the mean of the two others), ``"optimistic"``
+            (tied candidates rank after the true one) or ``"pessimistic"`` (before it); ties are
+            counted exactly, never broken at random.
+        output: ``"value"`` (default); ``"expected"`` or ``"variance"`` (under random ranking,
+            from each task's number of candidates); ``"adjusted"`` (``(M - E) / (1 - E)``,
+            PyKEEN's adjusted mean rank index) or ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN's
+            metric classes.
+        name: the metric's name (default ``"mean_rank"``, ``"{output}_mean_rank"`` for another
+            output).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned in it.
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where
+            the backend has it).
+    """
 
     _family, _short = "mr", "mean_rank"
 
@@ -424,13 +728,27 @@ class ArithmeticMeanRank(_OneRankMetric):
 @keras.saving.register_keras_serializable(package="rankstream")
 class RankBasedMetrics(KernelMetric):
     """Every rank-based metric in one pass: ``result()`` is a dict with the keys and numbers of
-    ``rankstream.ignite.RankBasedMetrics`` (values, expectations, variances, adjusted and z forms,
+    `rankstream.ignite.RankBasedMetrics` (values, expectations, variances, adjusted and z forms,
     rank variance/std, median rank and MAD with error bounds, inverse forms, ``count``); Keras
-    flattens it into the logs under each key; ``prefix`` tells two collections apart.
-    ``rank_type`` may be a sequence (``RANK_TYPES``) and ``sides`` name sides (``("head",
-    "tail")``: ``y_pred``, ``y_true`` and ``sample_weight`` are then mappings of sides): keys are
-    then PyKEEN's ``"{side}.{rank_type}.{metric}"``. ``filtered_scores``: NaN and -inf scores are
-    not candidates (PyKEEN's filtered scores). Args also: ``ks``, ``name``, ``dtype``, ``state_dtype``.
+    flattens it into the logs under each key.
+
+    ``y_true`` is the index of the true candidate ``(batch,)`` (or ``(batch, 1)``), binary
+    labels ``(batch, num_candidates)`` (eager only) or ``{"labels": y, "mask": m}``; ``y_pred``
+    the scores ``(batch, num_candidates)``; ``sample_weight`` one weight per row.
+
+    Args:
+        ks: the cut-offs of Hits@k, a positive int or a sequence of them.
+        rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"``, or a
+            sequence of them (``RANK_TYPES``: all three from the same comparison passes); keys
+            are then PyKEEN's ``"{side}.{rank_type}.{metric}"``.
+        name: the metric's name (default ``"rank_based"``).
+        dtype: as for every Keras metric: inputs are cast to it, ``result()`` is returned in it.
+        prefix: prepended to every key (two collections in one model).
+        state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where
+            the backend has it).
+        sides: None, or names of sides (``("head", "tail")``): ``y_pred``, ``y_true`` and
+            ``sample_weight`` are then mappings of sides, keys PyKEEN's as above.
+        filtered_scores: PyKEEN's filtered scores: NaN and -inf scores are not candidates.
     """
 
     _ranks = True

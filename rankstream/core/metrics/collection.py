@@ -87,7 +87,12 @@ class ListMetrics:
         metrics: names (``"ndcg@10"``, ...; see the module docstring), or ``{name: kernel}``.
         defaults: per metric base name, keyword arguments for its kernel (an adapter's peer
             conventions, e.g. ``{"map": {"denominator": "all"}}``).
-        conventions: keyword arguments for every kernel (``empty``, ``ties``, ``seed``, ...).
+        empty, ties, seed, weighting, negative_labels: the conventions of every kernel built
+            from a name, with the defaults of
+            `rankstream.core.metrics.lists.ListConventions` (``"skip"``, ``"first"``, None,
+            ``"list"``, ``"keep"``).
+        relevance_threshold: ``"each"`` (default): each metric's own (1.0 for nDCG, None for
+            the others, or what ``defaults`` sets); a number or None: the same for every metric.
 
     Every metric must read the batch the same way: ``ties``, ``seed``, ``weighting`` and
     ``negative_labels`` are shared; thresholds, denominators and gains may differ.
@@ -99,8 +104,19 @@ class ListMetrics:
         self,
         metrics: Sequence[str] | Mapping[str, ListKernel],
         defaults: Mapping[str, Mapping[str, Any]] | None = None,
-        **conventions: Any,
+        *,
+        empty: str = "skip",
+        ties: str = "first",
+        seed: int | None = None,
+        weighting: str = "list",
+        negative_labels: str = "keep",
+        relevance_threshold: float | str | None = "each",
     ) -> None:
+        conventions: dict[str, Any] = dict(
+            empty=empty, ties=ties, seed=seed, weighting=weighting, negative_labels=negative_labels
+        )
+        if relevance_threshold != "each":
+            conventions["relevance_threshold"] = relevance_threshold
         if isinstance(metrics, str) or not isinstance(metrics, (Sequence, Mapping)) or len(metrics) == 0:
             raise ValueError(f"metrics must be a non-empty list of names, got {metrics!r}")
         if isinstance(metrics, Mapping):

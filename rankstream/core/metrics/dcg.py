@@ -20,7 +20,6 @@ items (and one pass over the gains for keras-rs weighting).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from rankstream.core.backends import Array
 from rankstream.core.metrics.lists import ListOutput, Selection
@@ -41,10 +40,22 @@ class DCGKernel(NDCGKernel):
         gain: str | Callable[[Array], Array] = "exp_rank",
         discount: Callable[[Array], Array] | None = None,
         relevance_threshold: float | None = None,
-        **conventions: Any,
+        empty: str = "skip",
+        ties: str = "first",
+        seed: int | None = None,
+        weighting: str = "list",
+        negative_labels: str = "keep",
     ) -> None:
         super().__init__(
-            top_k, gain=gain, discount=discount, relevance_threshold=relevance_threshold, **conventions
+            top_k,
+            gain=gain,
+            discount=discount,
+            relevance_threshold=relevance_threshold,
+            empty=empty,
+            ties=ties,
+            seed=seed,
+            weighting=weighting,
+            negative_labels=negative_labels,
         )
 
     def list_values(self, sel: Selection) -> ListOutput:

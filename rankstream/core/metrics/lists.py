@@ -57,7 +57,21 @@ WEIGHTINGS = ("list", "keras_rs")
 
 @dataclass(frozen=True)
 class ListConventions:
-    """How a list metric reads a batch (see the module docstring)."""
+    """How a list metric reads a batch; every list kernel takes these as keyword arguments.
+
+    Attributes:
+        empty: a list with no relevant item is ``"skip"``-ped (ignite's ``ignore_zero_hits``,
+            default) or counted as ``"zero"`` (keras-rs).
+        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
+            ``"random"`` (a random order, seeded by ``seed``).
+        seed: seed of the random tie order (None: a random seed).
+        weighting: ``"list"`` (``sample_weight`` is one weight per list, default) or
+            ``"keras_rs"`` (scalar, per list or per item, as keras-rs: per-item weights enter the
+            per-list values and each list's weight is collapsed from its item weights).
+        negative_labels: ``"keep"`` (labels below 0 are not relevant, default) or ``"mask"``
+            (labels not ``>= 0``, NaN too, are padding, as keras-rs).
+        relevance_threshold: an item is relevant when ``label >= t``; None: ``label > 0``.
+    """
 
     empty: str = "skip"
     ties: str = "first"
@@ -222,10 +236,27 @@ class ListKernel:
     #: keras-rs does, so the weighted mean is ``sum(value) / sum(weight)``
     weighted_values = False
 
-    def __init__(self, top_k: int | list[int] = 10, **conventions: Any) -> None:
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        *,
+        empty: str = "skip",
+        ties: str = "first",
+        seed: int | None = None,
+        weighting: str = "list",
+        negative_labels: str = "keep",
+        relevance_threshold: float | None = None,
+    ) -> None:
         self.top_k = check_positive_ints(top_k, "top_k")
         self.ks = self.top_k
-        self.conventions = ListConventions(**conventions)
+        self.conventions = ListConventions(
+            empty=empty,
+            ties=ties,
+            seed=seed,
+            weighting=weighting,
+            negative_labels=negative_labels,
+            relevance_threshold=relevance_threshold,
+        )
         self.fields: dict[str, tuple[int, ...]] = {
             "value_sum": (len(self.top_k),),
             "weight_sum": (),

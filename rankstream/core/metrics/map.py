@@ -25,8 +25,6 @@ or, for ``"min"``, the sum of the ``k`` largest ``w_i rel_i`` (the best reachabl
 
 from __future__ import annotations
 
-from typing import Any
-
 from rankstream.core.metrics.lists import ListKernel, ListOutput, Selection
 
 DENOMINATORS = ("min", "all")
@@ -41,8 +39,27 @@ class MAPKernel(ListKernel):
 
     name = "map"
 
-    def __init__(self, top_k: int | list[int] = 10, *, denominator: str = "min", **conventions: Any) -> None:
-        super().__init__(top_k, **conventions)
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        *,
+        denominator: str = "min",
+        empty: str = "skip",
+        ties: str = "first",
+        seed: int | None = None,
+        weighting: str = "list",
+        negative_labels: str = "keep",
+        relevance_threshold: float | None = None,
+    ) -> None:
+        super().__init__(
+            top_k,
+            empty=empty,
+            ties=ties,
+            seed=seed,
+            weighting=weighting,
+            negative_labels=negative_labels,
+            relevance_threshold=relevance_threshold,
+        )
         if denominator not in DENOMINATORS:
             raise ValueError(f"denominator must be one of {DENOMINATORS}, got {denominator!r}")
         t = self.conventions.relevance_threshold

@@ -24,7 +24,6 @@ callable gain (which need not be monotone in the label) always takes the ideal b
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from rankstream.core.backends import Array, get_ops
 from rankstream.core.metrics.lists import ListKernel, ListOutput, Selection, call_user
@@ -68,9 +67,21 @@ class NDCGKernel(ListKernel):
         gain: str | Callable[[Array], Array] = "exp_rank",
         discount: Callable[[Array], Array] | None = None,
         relevance_threshold: float | None = 1.0,
-        **conventions: Any,
+        empty: str = "skip",
+        ties: str = "first",
+        seed: int | None = None,
+        weighting: str = "list",
+        negative_labels: str = "keep",
     ) -> None:
-        super().__init__(top_k, relevance_threshold=relevance_threshold, **conventions)
+        super().__init__(
+            top_k,
+            empty=empty,
+            ties=ties,
+            seed=seed,
+            weighting=weighting,
+            negative_labels=negative_labels,
+            relevance_threshold=relevance_threshold,
+        )
         if isinstance(gain, str):
             if gain not in GAIN_NAMES:
                 raise ValueError(f"gain must be one of {GAIN_NAMES} or a callable, got {gain!r}")

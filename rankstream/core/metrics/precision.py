@@ -18,16 +18,32 @@ sum, one count of the relevant items.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rankstream.core.metrics.lists import Array, ListKernel, ListOutput, Selection
 
 
 class BinaryListKernel(ListKernel):
     """A list metric of binary relevance: ``label > 0``, or ``label >= relevance_threshold > 0``."""
 
-    def __init__(self, top_k: int | list[int] = 10, **conventions: Any) -> None:
-        super().__init__(top_k, **conventions)
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        *,
+        empty: str = "skip",
+        ties: str = "first",
+        seed: int | None = None,
+        weighting: str = "list",
+        negative_labels: str = "keep",
+        relevance_threshold: float | None = None,
+    ) -> None:
+        super().__init__(
+            top_k,
+            empty=empty,
+            ties=ties,
+            seed=seed,
+            weighting=weighting,
+            negative_labels=negative_labels,
+            relevance_threshold=relevance_threshold,
+        )
         if (t := self.conventions.relevance_threshold) is not None and not t > 0:
             raise ValueError(f"relevance_threshold must be > 0 or None (label > 0), got {t!r}")
 
@@ -45,8 +61,27 @@ class PrecisionKernel(BinaryListKernel):
 
     name = "precision"
 
-    def __init__(self, top_k: int | list[int] = 10, *, denominator: str = "k", **conventions: Any) -> None:
-        super().__init__(top_k, **conventions)
+    def __init__(
+        self,
+        top_k: int | list[int] = 10,
+        *,
+        denominator: str = "k",
+        empty: str = "skip",
+        ties: str = "first",
+        seed: int | None = None,
+        weighting: str = "list",
+        negative_labels: str = "keep",
+        relevance_threshold: float | None = None,
+    ) -> None:
+        super().__init__(
+            top_k,
+            empty=empty,
+            ties=ties,
+            seed=seed,
+            weighting=weighting,
+            negative_labels=negative_labels,
+            relevance_threshold=relevance_threshold,
+        )
         if denominator not in ("k", "valid"):
             raise ValueError(f"denominator must be 'k' or 'valid', got {denominator!r}")
         self.denominator = denominator

@@ -32,8 +32,25 @@ class RPrecisionKernel(BinaryListKernel):
 
     name = "r_precision"
 
-    def __init__(self, **conventions: Any) -> None:
-        super().__init__(WHOLE_LIST, **conventions)  # one value per list, from the whole list
+    def __init__(
+        self,
+        *,
+        empty: str = "skip",
+        ties: str = "first",
+        seed: int | None = None,
+        weighting: str = "list",
+        negative_labels: str = "keep",
+        relevance_threshold: float | None = None,
+    ) -> None:
+        super().__init__(  # one value per list, from the whole list
+            WHOLE_LIST,
+            empty=empty,
+            ties=ties,
+            seed=seed,
+            weighting=weighting,
+            negative_labels=negative_labels,
+            relevance_threshold=relevance_threshold,
+        )
 
     def list_values(self, sel: Selection) -> ListOutput:
         if sel.k < sel.n:
