@@ -19,7 +19,7 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
 
 from rankstream.core.backends import torch_ops
-from rankstream.core.inputs import unpack_output
+from rankstream.core.inputs import as_array, unpack_output
 from rankstream.core.metrics import (
     DCGKernel,
     HitRateKernel,
@@ -73,10 +73,12 @@ def _identity(x: Any) -> Any:
     return x
 
 
-def _to_tensor(x: Any) -> Any:
+def _to_tensor(x: Any, name: str) -> Any:
+    """``x`` as a torch tensor (None stays None); strings, objects, complex numbers and ragged
+    lists are a ``TypeError`` naming ``name`` (the core's :func:`as_array`)."""
     if x is None or isinstance(x, torch.Tensor):
         return x
-    return torch.as_tensor(np.asarray(x))
+    return as_array(torch_ops(), x, name)
 
 
 _OUTPUT_KEYS = ("y_pred", "y", "mask", "sample_weight")
@@ -181,14 +183,19 @@ class KernelMetric(Metric):
         if self._side_output(output):
             batches = self._kernel.side_batches(output)
             batches = {
-                side: dict(zip(_OUTPUT_KEYS, map(_to_tensor, batch), strict=True))
+                side: {
+                    k: _to_tensor(v, f"{k} of side {side!r}")
+                    for k, v in zip(_OUTPUT_KEYS, batch, strict=True)
+                }
                 for side, batch in batches.items()
             }
             first = next(iter(batches.values()))["y_pred"]
             ctx = self._runtime.context(first, torch_ops())
             sums = self._kernel.batch_sums(ctx, batches)
             return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
-        y_pred, y, mask, weight = (_to_tensor(v) for v in unpack_output(output))
+        y_pred, y, mask, weight = (
+            _to_tensor(v, k) for k, v in zip(_OUTPUT_KEYS, unpack_output(output), strict=True)
+        )
         ctx = self._runtime.context(y_pred, torch_ops())
         sums = self._kernel.batch_sums(ctx, y_pred, y, mask, weight)
         return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
@@ -257,13 +264,16 @@ class KernelMetric(Metric):
                 f"state_dict does not fit {type(self).__name__} with fields {self._fields}: expected "
                 f"'_sums' of shape ({expected},), got {got}"
             )
-        flat = sums.detach().cpu().to(torch.float64).numpy()
-        # Validated whole (metric, settings, layout, finite sums) before anything is assigned.
+        flat = sums.detach().cpu()  # complex kept complex: refused, not cast to its real part
+        flat = flat.to(torch.complex128 if flat.is_complex() else torch.float64).numpy()
+        # Validated whole (metric, settings, layout, real finite sums that fit the state's
+        # dtype) before anything is assigned.
         unpack_state(
             self._kernel,
             {**rest, "sums": split_flat(flat, self._fields)},
             metric=type(self).__name__,
             owner="state_dict",
+            state_dtype=_state_dtype(self._device),
         )
         self._sums = sums.detach().to(device=self._device, dtype=self._dtype()).clone()
         self._loaded = True

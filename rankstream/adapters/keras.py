@@ -139,7 +139,9 @@ class KernelMetric(keras.metrics.Metric):
         settings), validated whole before anything is assigned. To continue an interrupted
         ``evaluate``, load after Keras' reset, e.g. in a callback's ``on_test_batch_begin`` at
         batch 0 (``on_test_begin`` runs before the reset)."""
-        values = unpack_state(self._kernel, state, metric=type(self).__name__, owner="state")
+        values = unpack_state(
+            self._kernel, state, metric=type(self).__name__, owner="state", state_dtype=self._state_dtype
+        )
         kb.write_sums([values[f] for f in self._fields], self._totals, self._compensations)
 
     @property

@@ -15,6 +15,7 @@ from dataclasses import fields
 from typing import Any
 
 from rankstream.core.backends import Array  # noqa: F401  (the kernels' annotations name it)
+from rankstream.core.inputs import check_positive_ints
 from rankstream.core.metrics import (
     DCGKernel,
     HitRateKernel,
@@ -52,7 +53,16 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
             raise TypeError(
                 f"{name}() takes {2 + with_k} positional arguments but {2 + len(args)} were given"
             )
+        if args and "k" in kwargs:
+            raise TypeError(f"{name}() got multiple values for argument 'k'")
+        unknown = sorted(set(kwargs) - allowed)
+        if unknown:
+            raise TypeError(
+                f"{name}() got unexpected keyword arguments {unknown}; it takes {sorted(allowed)}"
+            )
         k = (args[0] if args else kwargs.pop("k", 10)) if with_k else None
+        if with_k:
+            check_positive_ints(k, "k")  # the kernel's own check would name its top_k
         mask = kwargs.pop("mask", None)
         return_counted = kwargs.pop("return_counted", False)
         kernel = kernel_cls(k, **kwargs) if with_k else kernel_cls(**kwargs)
@@ -83,6 +93,7 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
             P("return_counted", P.KEYWORD_ONLY, default=False),
         ]
     )
+    allowed = {p.name for p in function.__signature__.parameters.values()} - {"y_pred", "y"}  # type: ignore[attr-defined]
     function.__name__ = function.__qualname__ = name
     function.__doc__ = (
         f"Per-list values of :class:`{kernel_cls.__module__}.{kernel_cls.__name__}` for one batch: "

@@ -128,7 +128,8 @@ def as_array(ops: Ops, x: Any, name: str, like: Any = None) -> Array:
         except Exception as exc:
             raise TypeError(f"{name} must be array-like, got {_describe(x)}: {exc}") from exc
         if host.dtype == object or host.dtype.kind in "USV":
-            raise TypeError(f"{name} must hold numbers, got {_describe(x)} (numpy dtype {host.dtype})")
+            given = _describe(x) if hasattr(x, "dtype") else f"{_describe(x)} (numpy dtype {host.dtype})"
+            raise TypeError(f"{name} must hold numbers, got {given}")
         if host.dtype.kind == "c":
             raise TypeError(f"{name} must be real, got complex dtype {host.dtype}")
         try:

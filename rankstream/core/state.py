@@ -157,14 +157,21 @@ def pack_state(kernel: Kernel, sums: Mapping[str, Any], metric: str | None = Non
 
 
 def unpack_state(
-    kernel: Kernel, state: Any, metric: str | None = None, owner: str = "state"
+    kernel: Kernel,
+    state: Any,
+    metric: str | None = None,
+    owner: str = "state",
+    state_dtype: Any = "float64",
 ) -> dict[str, np.ndarray]:
     """Validate a saved state whole and return its sums (float64 copies); nothing is
     assigned, so a caller that raises here leaves its state as it was.
 
     Accepts what :func:`pack_state` writes: the format version, the metric's name, its
-    settings and field layout must match, and every sum must be finite with its field's
-    shape. A ``ValueError`` names ``owner`` and says what differs."""
+    settings and field layout must match, and every sum must be real (a complex value is a
+    ``TypeError``: casting it would drop its imaginary part), have its field's shape and be
+    finite in ``state_dtype``, the dtype the caller keeps the state in (``"float32"``: a sum
+    such as ``1e300``, finite in float64, would overflow to inf and turn the result into NaN).
+    A ``ValueError`` names ``owner``, the field, and says what differs."""
     metric = metric or type(kernel).__name__
     if not isinstance(state, Mapping):
         raise TypeError(f"{owner} must be a mapping from state_dict(), got {type(state).__name__}")
@@ -201,15 +208,43 @@ def unpack_state(
         )
     out = {}
     for name, shape in kernel.fields.items():
-        try:
-            value = np.array(_host(sums[name]), dtype=np.float64, copy=True)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{owner}: field {name!r} must be numeric, got {sums[name]!r}") from exc
-        if value.shape != tuple(shape):
-            raise ValueError(f"{owner}: field {name!r} must have shape {tuple(shape)}, got {value.shape}")
-        if not np.all(np.isfinite(value)):
-            raise ValueError(f"{owner}: field {name!r} must be finite, got {value.tolist()}")
-        out[name] = value
+        out[name] = check_field(sums[name], name, tuple(shape), owner, state_dtype)
+    return out
+
+
+def check_field(
+    value: Any, name: str, shape: tuple[int, ...], owner: str, state_dtype: Any = "float64"
+) -> np.ndarray:
+    """One loaded field sum as a float64 copy, or an error naming ``owner`` and the field: it
+    must be real numbers (``TypeError`` for complex ones), of ``shape``, and finite once
+    stored in ``state_dtype``."""
+    try:
+        given = np.asarray(_host(value))
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"{owner}: field {name!r} must be numeric, got {value!r}") from exc
+    if np.iscomplexobj(given):
+        raise TypeError(
+            f"{owner}: field {name!r} must hold real sums, got complex dtype {given.dtype} "
+            f"({given.tolist()}); a cast would drop the imaginary part"
+        )
+    try:
+        out = np.array(given, dtype=np.float64, copy=True)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{owner}: field {name!r} must be numeric, got {value!r}") from exc
+    if out.shape != shape:
+        raise ValueError(f"{owner}: field {name!r} must have shape {shape}, got {out.shape}")
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{owner}: field {name!r} must be finite, got {out.tolist()}")
+    dtype = np.dtype(state_dtype)
+    if dtype != np.float64:
+        with np.errstate(over="ignore"):
+            stored = out.astype(dtype)
+        if not np.all(np.isfinite(stored)):
+            raise ValueError(
+                f"{owner}: field {name!r} holds {out.tolist()}, which overflows the {dtype} state of "
+                f"this metric (largest finite value {float(np.finfo(dtype).max):.4g}); load it into "
+                f"a metric with a float64 state (state_dtype='float64' where the backend has it)"
+            )
     return out
 
 
@@ -258,10 +293,26 @@ class State:
         return self
 
     def merge(self, other: State) -> State:
-        """A new state holding the field-wise sum of ``self`` and ``other``."""
+        """A new state holding the field-wise sum of ``self`` and ``other``: states of one
+        metric (kernel class) with the same settings (a random tie order's ``seed`` may
+        differ); anything else is a ``ValueError`` naming both."""
+        if not isinstance(other, State):
+            raise TypeError(f"can only merge a State with a State, got {type(other).__name__}")
         if other.kernel.fields != self.kernel.fields:
             raise ValueError(
                 f"cannot merge states with different fields: {self.kernel.fields} vs {other.kernel.fields}"
+            )
+        mine, theirs = type(self.kernel).__name__, type(other.kernel).__name__
+        if mine != theirs:
+            raise ValueError(
+                f"cannot merge a state of {mine} with a state of {theirs}: they are other metrics"
+            )
+        a, b = _merge_config(self.kernel), _merge_config(other.kernel)
+        if a != b:
+            diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            raise ValueError(
+                f"cannot merge states of {mine} with other settings: "
+                + ", ".join(f"{k}={a.get(k)!r} vs {b.get(k)!r}" for k in diff)
             )
         return State(self.kernel, {n: self.sums[n] + other.sums[n] for n in self.sums})
 
@@ -299,6 +350,18 @@ class State:
             "sums": sums,
         }
         self.sums = unpack_state(self.kernel, packed, owner="sums")
+
+
+def _merge_config(kernel: Kernel) -> dict[str, Any]:
+    """The settings two states must share to be merged: :func:`kernel_config` without the
+    random tie order's seed (shards may rank ties with different seeds)."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "seed"}
+        return value
+
+    return strip(kernel_config(kernel))
 
 
 def merge(*states: State) -> State:

@@ -264,7 +264,17 @@ def _first_bad(arr: np.ndarray, bad: np.ndarray, name: str) -> str:
 def _float_array(x: Any, name: str) -> np.ndarray:
     if x is None:
         raise ValueError(f"{name} must be given, got None")
-    arr = _to_numpy(x)
+    if getattr(getattr(x, "device", None), "type", None) == "meta":
+        raise ValueError(
+            f"{name} is a tensor on the 'meta' device (no data): {type(x).__name__} of shape "
+            f"{tuple(x.shape)} and dtype {x.dtype}"
+        )
+    try:
+        arr = _to_numpy(x)
+    except (TypeError, ValueError, RuntimeError, NotImplementedError) as exc:  # ragged, exotic
+        raise TypeError(
+            f"{name} must be a rectangular array of numbers, got {type(x).__name__} {str(x)[:120]}: {exc}"
+        ) from exc
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)):
         raise ValueError(f"{name} must be numeric, got {_describe(arr)}")
     if arr.dtype.kind == "c":

@@ -59,12 +59,18 @@ _BATCH_CONVENTIONS = ("ties", "seed", "weighting", "negative_labels")
 
 def parse_name(name: str) -> tuple[str, int | None]:
     """``"nDCG@10"`` -> ``("ndcg", 10)``; ``"map"`` -> ``("map", None)``."""
-    m = re.fullmatch(r"\s*([A-Za-z_]+)\s*(?:@\s*(\d+))?\s*", name) if isinstance(name, str) else None
+    known = sorted(set(ALIASES))
+    m = re.fullmatch(r"\s*([A-Za-z_]+)\s*(?:@\s*([^\s@]*))?\s*", name) if isinstance(name, str) else None
     base = ALIASES.get(m.group(1).lower()) if m else None
-    if base is None or (m.group(2) is not None and int(m.group(2)) < 1):
-        known = sorted(set(ALIASES))
+    if base is None:
         raise ValueError(f"unknown list metric {name!r}: write one of {known} with @k (k >= 1) or without")
-    return base, None if m.group(2) is None else int(m.group(2))
+    k = m.group(2)
+    if k is not None and not (k.isascii() and k.isdigit() and int(k) >= 1):
+        raise ValueError(
+            f"list metric {name!r}: k must be a positive integer (write {m.group(1)}@k with k >= 1, "
+            f"or {m.group(1)} for the whole list), got {k!r}"
+        )
+    return base, None if k is None else int(k)
 
 
 def make_kernel(name: str, defaults: Mapping[str, Any] | None = None, **conventions: Any) -> ListKernel:

@@ -184,9 +184,12 @@ def positions(ctx: Context, k: int, like: Array, dtype: Any) -> Array:
 def call_user(ops: Ops, fn: Any, x: Array) -> Array:
     """``fn(x)`` for a user's callable (a gain, a discount), which may know only the caller's
     arrays (a torch or ``keras.ops`` function): on ops computing on other arrays than the
-    caller's (the host ops' numpy views) it gets the caller's arrays, and its result comes back."""
+    caller's (the host ops' numpy views) it gets the caller's arrays, and its result comes back.
+    The result is cast to ``x``'s dtype (the working dtype), whatever dtype the callable
+    returns (float16/32/64, integers, a Python number): the one place a user's callable's
+    result enters the arithmetic, so no backend mixes float32 with float64."""
     given = ops.export(x)
-    return fn(x) if given is x else ops.asarray(fn(given))
+    return ops.cast(ops.asarray(fn(given), x), x.dtype)
 
 
 def quiet() -> Any:
