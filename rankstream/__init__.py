@@ -32,7 +32,7 @@ from rankstream.core.functional import (
     recall_at_k,
     reciprocal_rank_at_k,
 )
-from rankstream.core.inputs import IntegerScoresWarning
+from rankstream.core.inputs import IntegerScoresWarning, SwappedInputsWarning
 from rankstream.core.metrics import (
     DCGKernel,
     HitRateKernel,
@@ -61,6 +61,7 @@ __all__ = [
     "RecallKernel",
     "ReciprocalRankKernel",
     "State",
+    "SwappedInputsWarning",
     "dcg_at_k",
     "hit_rate_at_k",
     "map_at_k",

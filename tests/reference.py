@@ -83,10 +83,13 @@ def mean_over_lists(
     empty: str = "skip",
     **kw: object,
 ) -> float | None:
-    """Weighted mean of a per-list metric; lists with no relevant item skipped or 0."""
+    """Weighted mean of a per-list metric; lists with no relevant item skipped or 0. A list
+    whose items are all masked is no list: never counted."""
     num = 0.0
     den = 0.0
     for b in range(len(scores)):
+        if masks is not None and not any(masks[b]):
+            continue
         v = per_list(scores[b], labels[b], k, valid=None if masks is None else masks[b], **kw)
         w = 1.0 if weights is None else float(weights[b])
         if v is None:

@@ -9,6 +9,7 @@ few lines choosing a kernel with ignite's defaults.
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 from ignite.exceptions import NotComputableError
-from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
+from ignite.metrics.metric import EpochWise, Metric, MetricUsage, reinit__is_reduced, sync_all_reduce
 
 from rankstream.core.backends import torch_ops
 from rankstream.core.inputs import as_array, unpack_output
@@ -120,6 +121,59 @@ def _is_sample_list(x: Any) -> bool:
     )
 
 
+def _attached_metrics(engine: Any) -> list[tuple[Metric, str]]:
+    """Every ``(metric, name)`` attached to ``engine``: the metrics whose ``completed`` is a
+    handler of one of its events (ignite's ``attach``), filtered events included."""
+    found: list[tuple[Metric, str]] = []
+    for handlers in getattr(engine, "_event_handlers", {}).values():
+        for handler, args, _ in handlers:
+            parent = getattr(handler, "_parent", None)  # an event filter's wrapper
+            handler = parent() if callable(parent) else handler
+            owner = getattr(handler, "__self__", None)
+            if (
+                isinstance(owner, Metric)
+                and getattr(handler, "__name__", "") == "completed"
+                and args
+                and isinstance(args[-1], str)
+                and (owner, args[-1]) not in found
+            ):
+                found.append((owner, args[-1]))
+    return found
+
+
+def _written_keys(metric: Metric, name: str) -> set[str]:
+    """The keys of ``engine.state.metrics`` that ``metric`` attached as ``name`` writes: its
+    name, and for a rankstream metric returning a mapping the mapping's keys (as ignite's
+    ``metrics_result_mode`` puts them). Other metrics: the name (their keys are not known
+    before they compute)."""
+    keys = metric.result_keys() if isinstance(metric, KernelMetric) else None
+    if keys is None:
+        return {name}
+    mode = getattr(metric, "_metrics_result_mode", "both")
+    return ({name} if mode in ("named", "both") else set()) | (
+        set(keys) if mode in ("flatten", "both") else set()
+    )
+
+
+def check_collisions(engine: Any, metric: KernelMetric, name: str) -> None:
+    """``ValueError`` naming both metrics when ``metric`` attached as ``name`` and another
+    metric attached to ``engine`` write one key of ``engine.state.metrics`` (the later would
+    silently replace the earlier's value), whichever was attached first."""
+    mine = _written_keys(metric, name)
+    for other, other_name in _attached_metrics(engine):
+        if other is metric:
+            continue
+        shared = mine & _written_keys(other, other_name)
+        if shared:
+            mapping = [m for m in (metric, other) if isinstance(m, KernelMetric) and m.result_keys()]
+            hint = f" or give {type(mapping[0]).__name__} a prefix=" if mapping else ""
+            raise ValueError(
+                f"{type(metric).__name__} attached as {name!r} and {type(other).__name__} attached as "
+                f"{other_name!r} both write engine.state.metrics{sorted(shared)}: one value would "
+                f"silently replace the other. Attach one under another name{hint}"
+            )
+
+
 class KernelMetric(Metric):
     """An ignite ``Metric`` over any rankstream kernel.
 
@@ -172,6 +226,42 @@ class KernelMetric(Metric):
     @reinit__is_reduced
     def reset(self) -> None:
         self._sums = torch.zeros(flat_size(self._fields), dtype=self._dtype(), device=self._device)
+
+    def result_keys(self) -> tuple[str, ...] | None:
+        """The keys of ``compute()``'s mapping (``prefix`` included), or None when it returns a
+        value or a list: read from the kernel on an empty state, once."""
+        if "_result_keys" not in self.__dict__:
+            zeros = split_flat(np.zeros(flat_size(self._fields)), self._fields)
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                try:
+                    value = self._kernel.select(self._kernel.compute(zeros, np))
+                except Exception:  # a kernel that cannot compute an empty state: keys unknown
+                    value = None
+            keys = tuple(self.prefix + str(k) for k in value) if isinstance(value, Mapping) else None
+            self._result_keys = keys
+        return self._result_keys
+
+    def attach(self, engine: Any, name: str, usage: str | MetricUsage = EpochWise()) -> None:  # noqa: B008
+        """As ignite's ``attach``; a ``ValueError`` naming both metrics when this one and
+        another metric attached to ``engine`` would write one key of ``engine.state.metrics``
+        (its name, or a key of a mapping such as :class:`ListMetrics`'), and when ``name`` is
+        one of this metric's own keys."""
+        keys = self.result_keys()
+        mode = getattr(self, "_metrics_result_mode", "both")
+        if keys is not None and name in keys and mode == "both":
+            raise ValueError(
+                f"{type(self).__name__} attached as {name!r}: the name is also one of its keys {list(keys)}; "
+                "attach it under another name"
+            )
+        check_collisions(engine, self, name)
+        super().attach(engine, name, usage)
+
+    def completed(self, engine: Any, name: str) -> None:
+        """As ignite's ``completed``, after checking again that no metric attached since
+        writes one of this metric's keys (see :meth:`attach`)."""
+        check_collisions(engine, self, name)
+        super().completed(engine, name)
 
     def _side_output(self, output: Any) -> bool:
         """Whether ``output`` is a mapping of the kernel's named sides (``{"head": batch, ...}``)."""

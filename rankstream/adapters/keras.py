@@ -14,7 +14,7 @@ the state can be read back (eager, CPU), else with ``keras.ops`` in the state's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import keras
@@ -43,6 +43,50 @@ def default_gain_fn(label: Any) -> Any:
 def default_rank_discount_fn(rank: Any) -> Any:
     """``1 / log2(rank + 1)`` of the 1-based rank."""
     return K.divide(1.0, K.log2(K.add(rank, 1.0)))
+
+
+def unique_logs(results: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Metric results ``(name, value)``, a value or a dict of values (a :class:`ListMetrics`
+    result), flattened into one dict without losing a value: a key already taken, by another
+    metric or another dict, becomes ``key_1``, ``key_2``, ... as Keras names two plain metrics
+    of one name, the first in ``compile``'s order keeping the plain name. (Keras flattens dicts
+    into the logs one over another, so a ``ListMetrics`` key and a metric of the same name,
+    ``"map@5"``, would leave one value.)"""
+    out: dict[str, Any] = {}
+
+    def put(key: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for inner, v in value.items():
+                put(inner, v)
+            return
+        name, i = key, 1
+        while name in out:
+            name, i = f"{key}_{i}", i + 1
+        out[name] = value
+
+    for key, value in results:
+        put(key, value)
+    return out
+
+
+def _install_unique_logs() -> None:
+    """Make Keras' ``Model.get_metrics_result`` (the logs of ``fit``, ``evaluate`` and the
+    callbacks, on every backend, compiled or not) flatten the metrics' results with
+    :func:`unique_logs`: where no two keys meet, the same logs as Keras'."""
+    owner = next((c for c in keras.Model.__mro__ if "get_metrics_result" in c.__dict__), None)
+    if owner is None or getattr(owner.get_metrics_result, "_rankstream_unique", False):
+        return
+    original = owner.get_metrics_result
+
+    def get_metrics_result(self: Any) -> dict[str, Any]:
+        return unique_logs((metric.name, metric.result()) for metric in self.metrics)
+
+    get_metrics_result._rankstream_unique = True  # type: ignore[attr-defined]
+    get_metrics_result.__doc__ = original.__doc__
+    owner.get_metrics_result = get_metrics_result
+
+
+_install_unique_logs()
 
 
 class KernelMetric(keras.metrics.Metric):

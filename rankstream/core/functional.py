@@ -1,7 +1,8 @@
 """Functional form: per-list metric values from one batch, outside any framework.
 
 numpy in, numpy out; torch in, torch out (on the input's device). Lists that hold no
-relevant item get the value 0 (use ``return_counted=True`` to tell them apart).
+relevant item get the value 0 (use ``return_counted=True`` to tell them apart), and so do
+lists whose items are all masked (never counted: a list without an item is not a list).
 
 Each function is generated from its kernel (:func:`per_list_function`): the same arguments,
 with the same defaults, as the kernel and its :class:`~rankstream.core.metrics.lists.ListConventions`.

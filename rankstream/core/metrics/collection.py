@@ -4,7 +4,9 @@ One batch is validated once and ranked once, at the largest cut-off of all the m
 metric then reads its own values from that one selection (each ``k`` is a column of cumulative
 sums) and keeps its own sums, under its own field names (``"ndcg_10__value_sum"``, ...). The
 result is a dict keyed by the names as given. So the collection equals its metrics computed
-one by one (tested), at little more than the cost of the most expensive one.
+one by one (tested), at little more than the cost of the most expensive one. As for each
+metric, a list whose items are all masked is not a list: no metric counts it, whatever the
+``empty`` policy.
 
 Names are written as ranx and ir_measures write them, case-insensitive: ``ndcg``, ``map``
 (``ap``), ``recall`` (``r``), ``mrr`` (``rr``), ``precision`` (``p``), ``hit_rate``

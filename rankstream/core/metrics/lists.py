@@ -14,7 +14,7 @@ from cumulative sums over the one selection (:meth:`ListKernel.cut`); no loop ov
 The conventions are one frozen :class:`ListConventions` (each adapter picks its peer's):
 
 * ``empty``: a list with no relevant item is ``"skip"``-ped (ignite's ``ignore_zero_hits``) or
-  counted as ``"zero"``;
+  counted as ``"zero"`` (a list with no item at all, every item masked, is never counted);
 * ``ties``: ``"first"`` (earlier index ranks first) or ``"random"`` (see ``ranking``), with
   ``seed``;
 * ``weighting``: ``"list"`` (``sample_weight`` is one weight per list) or ``"keras_rs"``
@@ -24,8 +24,10 @@ The conventions are one frozen :class:`ListConventions` (each adapter picks its 
 * ``negative_labels``: ``"keep"`` or ``"mask"`` (labels not ``>= 0``, NaN too, are padding);
 * ``relevance_threshold``: an item is relevant when ``label >= t`` (``None``: ``label > 0``).
 
-A masked item behaves exactly as if it were not in the list; ``k`` past the end of a list is
-clipped to the list.
+A masked item behaves exactly as if it were not in the list, so a list whose items are all
+masked (or padding) is not a list: it is never counted, whatever the ``empty`` policy (not
+even as a list without a relevant item under ``"zero"``), and its weight enters no sum. ``k``
+past the end of a list is clipped to the list.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from rankstream.core.inputs import (
     check_positive_ints,
     list_batch,
     list_values_ok,
+    warn_swapped_inputs,
 )
 from rankstream.core.ranking import check_ties, top_ranked
 from rankstream.core.state import check_sums
@@ -381,10 +384,15 @@ class ListKernel:
         """The validated batch under this metric's conventions."""
         conv = self.conventions
         keras_rs = conv.weighting == "keras_rs"
-        return list_batch(
+        batch = list_batch(
             y_pred, y, mask, sample_weight, ops=ctx.ops, item_weights=keras_rs,
             negative_labels=conv.negative_labels, read_back=ctx.read_back,
         )  # fmt: skip
+        if ctx.read_back:  # values on the host already: are the arguments swapped? (once per instance)
+            seen = ctx.workspace.get("swapped_inputs", None, dict)
+            if not seen.get("decided"):
+                seen["decided"] = warn_swapped_inputs(ctx.ops, batch)
+        return batch
 
     def evaluate(
         self, ctx: Context, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
@@ -403,6 +411,8 @@ class ListKernel:
         conv, ops = self.conventions, sel.ops
         out = self.list_values(sel)
         counted = out.relevant if conv.empty == "skip" else ops.ones_bool(out.relevant)
+        if sel.in_list is not None:  # a list with no item (all masked) is not a list: never counted
+            counted = counted & (sel.in_list[:, 0] > 0)
         values = out.values
         if conv.weighting == "keras_rs":
             w = self.list_weights(sel, out, invalid)
