@@ -4,6 +4,12 @@ import sys
 # The tests import `reference` (naive implementations) from this folder.
 sys.path.insert(0, os.path.dirname(__file__))
 
+# The core suite imports Keras in-process for its ops (tests/test_backends.py, test_stats.py, ...):
+# on TensorFlow, Keras' own default, whatever ~/.keras/keras.json says, so that no test depends on
+# which test imported Keras first. The Keras suite sets its backend itself (make test-keras-*).
+if os.environ.get("RANKSTREAM_KERAS_SUITE") != "1":
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
 import pytest
 from hypothesis import HealthCheck, settings
 

@@ -58,12 +58,7 @@ PRIVATE_CLASS = re.compile(r"(?<![\w.])_[A-Z][A-Za-z]+\b")
 
 
 def _import(name: str) -> Any:
-    if name == "rankstream.keras" and "keras" not in sys.modules and "KERAS_BACKEND" not in os.environ:
-        os.environ["KERAS_BACKEND"] = "torch"  # the backend the docs use; read once, at import
-        try:
-            return importlib.import_module(name)
-        finally:
-            del os.environ["KERAS_BACKEND"]
+    """The module, under the Keras backend the suite runs (tests/conftest.py)."""
     return importlib.import_module(name)
 
 

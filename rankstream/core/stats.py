@@ -486,6 +486,21 @@ def _const(like: Array, value: Any) -> Array:
     return like * 0.0 + value
 
 
+def _maximum(xp: Any, a: Array, b: Any) -> Array:
+    """``max(a, b)`` elementwise in ``a``'s dtype. numpy's ``maximum``; elsewhere a ``where``, as
+    Keras on torch computes ``maximum`` of float64 tensors in floatx (float32)."""
+    if xp is np:
+        return np.maximum(a, b)
+    return xp.where(a < b, xp.full_like(a, float(b)) if isinstance(b, (int, float)) else b, a)
+
+
+def _minimum(xp: Any, a: Array, b: Any) -> Array:
+    """``min(a, b)`` elementwise in ``a``'s dtype (see :func:`_maximum`)."""
+    if xp is np:
+        return np.minimum(a, b)
+    return xp.where(b < a, xp.full_like(a, float(b)) if isinstance(b, (int, float)) else b, a)
+
+
 def _log_cumulants_direct(n: Array, order: int, xp: Any) -> list[Array]:
     """Cumulants of ln r for N < DIRECT_SUM_BELOW by summation of centred moments."""
     zero = _const(n, 0.0)
@@ -555,7 +570,7 @@ def _log_cumulants_asymptotic(n: Array, order: int, xp: Any) -> list[Array]:
         f.append(s)
     kappa = [ln_n - 1.0 + f[1]]
     for m in range(2, order + 1):
-        kappa.append(f[m] * math.factorial(m) + (-1.0) ** m * math.factorial(m - 1))
+        kappa.append(f[m] * float(math.factorial(m)) + (-1.0) ** m * float(math.factorial(m - 1)))
     return kappa
 
 
@@ -582,7 +597,7 @@ def log_rank_cumulants(n: Array, order: int = DEFAULT_GMR_ORDER, xp: Any = np) -
     work = max(order, 2)
     direct = _log_cumulants_direct(n, work, xp)
     # keep the asymptotic branch away from tiny N (it is discarded there anyway)
-    n_big = xp.maximum(n, _const(n, float(DIRECT_SUM_BELOW)))
+    n_big = _maximum(xp, n, _const(n, float(DIRECT_SUM_BELOW)))
     asym = _log_cumulants_asymptotic(n_big, work, xp)
     small = n < DIRECT_SUM_BELOW
     return [xp.where(small, direct[m], asym[m]) for m in range(order)]
@@ -773,7 +788,7 @@ def harmonic_xp(n: Array, xp: Any) -> Array:
     exact = zero
     for j in range(1, DIRECT_SUM_BELOW):
         exact = exact + xp.where(n >= j, _const(n, 1.0 / j), zero)
-    nb = xp.maximum(n, _const(n, float(DIRECT_SUM_BELOW)))
+    nb = _maximum(xp, n, _const(n, float(DIRECT_SUM_BELOW)))
     x = 1.0 / (nb * nb)
     tail = x * (-1.0 / 12 + x * (1.0 / 120 + x * (-1.0 / 252 + x * (1.0 / 240 - x / 132))))
     asym = xp.log(nb) + _EULER_GAMMA + 0.5 / nb + tail
@@ -790,7 +805,7 @@ def harmonic2_xp(n: Array, xp: Any) -> Array:
     exact = zero
     for j in range(1, DIRECT_SUM_BELOW):
         exact = exact + xp.where(n >= j, _const(n, 1.0 / (j * j)), zero)
-    nb = xp.maximum(n, _const(n, float(DIRECT_SUM_BELOW)))
+    nb = _maximum(xp, n, _const(n, float(DIRECT_SUM_BELOW)))
     inv = 1.0 / nb
     x = inv * inv
     tail = inv * (
@@ -803,7 +818,7 @@ def harmonic2_xp(n: Array, xp: Any) -> Array:
 
 def hits_terms(n: Array, k: Any, xp: Any) -> tuple[Array, Array]:
     """Per-task ``(E, Var)`` of ``I[r <= k]``; ``k`` a Python number or broadcastable array."""
-    p = xp.minimum(_const(n, k), n) / n
+    p = _minimum(xp, _const(n, k), n) / n
     return p, p * (1.0 - p)
 
 
@@ -811,7 +826,7 @@ def reciprocal_rank_terms(n: Array, xp: Any) -> tuple[Array, Array]:
     """Per-task ``(E, Var)`` of ``1/r``: ``H_N/N`` and ``H2_N/N - (H_N/N)^2``."""
     mean = harmonic_xp(n, xp) / n
     var = harmonic2_xp(n, xp) / n - mean * mean
-    return mean, xp.maximum(var, _const(n, 0.0))
+    return mean, _maximum(xp, var, _const(n, 0.0))
 
 
 def rank_terms(n: Array, xp: Any) -> tuple[Array, Array]:
@@ -989,7 +1004,7 @@ def gmr_moments_xp(
         c = coefficients[m - 1]
         log_e = (log_e + c) / total
         upsilon = (upsilon + (2.0**m - 2.0) * c if m >= 2 else upsilon) / total
-    upsilon = xp.maximum(upsilon, 0.0)
+    upsilon = _maximum(xp, upsilon, 0.0)
     expectation = xp.exp(log_e)
     variance = xp.exp(2.0 * log_e) * xp.expm1(upsilon)
 
@@ -1000,7 +1015,7 @@ def gmr_moments_xp(
 
     def eps(c: float) -> Array:
         q_sum = c ** (order + 1) * base
-        q_max = xp.power(xp.maximum(q_sum, 0.0), 1.0 / (order + 1))
+        q_max = xp.power(_maximum(xp, q_sum, 0.0), 1.0 / (order + 1))
         bounded = GMR_CUMULANT_BOUND * q_sum / xp.where(q_max < 1.0, 1.0 - q_max, 1.0)
         return xp.where(base <= 0.0, 0.0, xp.where(q_max < 1.0, bounded, math.inf))
 
@@ -1009,8 +1024,8 @@ def gmr_moments_xp(
     positive = upsilon > 0.0
     den = xp.where(positive, xp.expm1(upsilon), 1.0)
     hi = xp.expm1(2.0 * eps_l) + xp.exp(2.0 * eps_l) * (xp.expm1(upsilon + eps_u) / den - 1.0)
-    lo = 1.0 - xp.exp(-2.0 * eps_l) * xp.expm1(xp.maximum(upsilon - eps_u, 0.0)) / den
-    bound = xp.maximum(rel_e, xp.where(positive, xp.maximum(hi, lo), math.inf))
+    lo = 1.0 - xp.exp(-2.0 * eps_l) * xp.expm1(_maximum(xp, upsilon - eps_u, 0.0)) / den
+    bound = _maximum(xp, rel_e, xp.where(positive, _maximum(xp, hi, lo), math.inf))
     bound = xp.where(xp.isinf(eps_l) | xp.isinf(eps_u) | xp.isinf(variance), math.inf, bound)
     bound = xp.where((eps_l == 0.0) & (eps_u == 0.0), 0.0, bound)
     return expectation, variance, bound
@@ -1136,10 +1151,10 @@ def histogram_median_xp(hist: Array, bins: RankBins, xp: Any) -> tuple[Array, Ar
     m_high = weighted_median(high, False)
     dev = xp.abs(mid - median)
     mad = weighted_median(dev, True)
-    dev_low = xp.maximum(xp.maximum(low - m_high, m_low - high), 0.0)
-    dev_high = xp.maximum(high - m_low, m_high - low)
+    dev_low = _maximum(xp, _maximum(xp, low - m_high, m_low - high), 0.0)
+    dev_high = _maximum(xp, high - m_low, m_high - low)
     mad_low = weighted_median(dev_low, True)
     mad_high = weighted_median(dev_high, True)
-    median_bound = xp.maximum(median - m_low, m_high - median)
-    mad_bound = xp.maximum(mad - mad_low, mad_high - mad)
+    median_bound = _maximum(xp, median - m_low, m_high - median)
+    mad_bound = _maximum(xp, mad - mad_low, mad_high - mad)
     return median, median_bound, mad / MAD_NORMAL_SCALE, mad_bound / MAD_NORMAL_SCALE
