@@ -47,3 +47,40 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
     for r in rows:
         lines.append("| " + " | ".join(fmt(r.get(c, "")) for c in columns) + " |")
     return "\n".join(lines)
+
+
+def peak_temp_bytes(fn: Callable[[], object]) -> int:
+    """Peak bytes of memory ``fn()`` holds beyond what was live when it was called: torch's
+    allocations replayed in order from ``torch.profiler`` (``profile_memory=True``: every
+    CPU allocation and free of the torch allocator, with its size) for the peak of the live
+    sum, plus the peak of numpy's buffers traced by ``tracemalloc`` (numpy reports its data
+    buffers to it; torch does not, so nothing is counted twice). The two peaks are added:
+    an upper bound when both libraries allocate in one call. Whatever ``fn`` leaves allocated
+    (a new state, a workspace buffer) counts; what it frees of memory held before lowers the
+    running sum but never below zero at the peak."""
+    import tracemalloc
+
+    from torch.profiler import ProfilerActivity, profile
+
+    started = tracemalloc.is_tracing()
+    if not started:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base_np = tracemalloc.get_traced_memory()[0]
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            fn()
+        peak_np = tracemalloc.get_traced_memory()[1] - base_np
+    finally:
+        if not started:
+            tracemalloc.stop()
+    events = [
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and str(e.device_type()).endswith("CPU")
+    ]
+    live = peak = 0
+    for _, nbytes in sorted(events):
+        live += nbytes
+        peak = max(peak, live)
+    return peak + max(peak_np, 0)

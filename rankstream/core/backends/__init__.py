@@ -97,6 +97,7 @@ OPS_METHODS = (
     "count_relevant",
     "row_count",
     "compare_counts",
+    "rank_counts",
     "exclude",
     # streamed distributions
     "histogram",

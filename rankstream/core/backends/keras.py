@@ -279,6 +279,28 @@ class KerasOps(Ops):
         ge = self.row_count(self.k.greater_equal(s, tc), acc) if need[1] else None
         return gt, ge
 
+    def rank_counts(
+        self,
+        scores: Array,
+        t: Array,
+        acc: Any,
+        need: tuple[bool, bool],
+        keep: Array | None = None,
+        drop: Array | None = None,
+        rows: Array | None = None,
+        ws: Workspace | None = None,
+    ) -> tuple[Array | None, Array | None, Array]:
+        """As :meth:`rankstream.core.backends.numpy.NumpyOps.rank_counts`, in whole-array
+        ``keras.ops`` (traceable; XLA fuses the passes)."""
+        k = self.k
+        if rows is not None:
+            scores = k.take(scores, rows, axis=0)
+            keep = None if keep is None else k.take(keep, rows, axis=0)
+            drop = None if drop is None else k.take(drop, rows, axis=0)
+        s = scores if keep is None and drop is None else self.exclude(scores, keep, drop)
+        gt, ge = self.compare_counts(s, t, acc, need)
+        return gt, ge, self.row_count(k.isnan(s), acc)
+
     def exclude(
         self, scores: Array, keep: Array | None, drop: Array | None = None, ws: Workspace | None = None
     ) -> Array:

@@ -199,6 +199,46 @@ class NumpyOps(Ops):
         ge = self.row_count(s >= tc, acc) if need[1] else None
         return gt, ge
 
+    def rank_counts(
+        self,
+        scores: Array,
+        t: Array,
+        acc: Any,
+        need: tuple[bool, bool],
+        keep: Array | None = None,
+        drop: Array | None = None,
+        rows: Array | None = None,
+        ws: Workspace | None = None,
+    ) -> tuple[Array | None, Array | None, Array]:
+        """The comparison passes of a rank: per row of ``s``, the scores (``rows`` given: the
+        rows ``rows`` of them, in that order) with ``-inf`` where ``keep`` is False or ``drop``
+        True, returns ``(#(s > t), #(s >= t), #(s is NaN))`` per row, the first two only where
+        flagged in ``need`` (``None`` otherwise), in ``acc``; ``t`` has one value per row of
+        the result. NaN compares False (an excluded NaN is ``-inf``, not NaN). Rows
+        are taken in blocks of about ``2^20`` values, so the scratch stays a small fraction of
+        a large batch."""
+        b = scores.shape[0] if rows is None else rows.shape[0]
+        n = scores.shape[1]
+        step = max(1, min(b, max(min(1 << 20, (b * n) // 8), 1 << 12) // max(n, 1)))
+        gt = np.zeros(b, dtype=acc) if need[0] else None
+        ge = np.zeros(b, dtype=acc) if need[1] else None
+        nan = np.zeros(b, dtype=acc)
+        for a in range(0, b, step):
+            part = slice(a, min(a + step, b))
+            pick = part if rows is None else rows[part]
+            s = scores[pick]
+            if keep is not None:
+                s = np.where(keep[pick], s, -np.inf)
+            elif drop is not None:
+                s = np.where(drop[pick], -np.inf, s)
+            tc = t[part, None]
+            nan[part] = np.count_nonzero(s != s, axis=1)
+            if gt is not None:
+                gt[part] = np.count_nonzero(s > tc, axis=1)
+            if ge is not None:
+                ge[part] = np.count_nonzero(s >= tc, axis=1)
+        return gt, ge, nan
+
     def exclude(
         self, scores: Array, keep: Array | None, drop: Array | None = None, ws: Workspace | None = None
     ) -> Array:

@@ -4,11 +4,14 @@ devices without float64 (MPS), where float32 is used.
 CPU fast paths (measured): a bool compare-and-count of a large array is several times slower
 than float arithmetic, and fresh 80 MB temporaries pay page faults on every batch, so the
 counting passes write 0/1 floats into buffers of the instance's :class:`Workspace` and reduce
-them with a matrix-vector product. On accelerators the plain ops are used.
+them with a matrix-vector product. They work through the array in tiles of rows (:func:`_tiles`:
+at most ``_TILE`` values and an eighth of the array), so a pass holds a small fraction of its
+input in scratch memory whatever the batch size. On accelerators the plain ops are used.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -46,6 +49,41 @@ _SMALL = 1 << 16
 def _count_dtype(n: int) -> Any:
     # 0/1 values summed in float32 are exact while a row total stays below 2^24.
     return torch.float32 if n < (1 << 24) else torch.float64
+
+
+#: the most values one tile of a counting pass holds (4 MiB of float32): measured on the CPU, tiles
+#: this size cost no time against one pass over the whole array (much smaller ones do: per-call
+#: overhead), and their scratch is a bounded fraction of a large batch
+_TILE = 1 << 20
+
+
+def _tiles(b: int, n: int) -> list[tuple[slice, slice]]:
+    """``(rows, columns)`` slices covering a ``(b, n)`` array in row-major tiles of at most
+    ``min(_TILE, b * n / 8)`` values (at least 4096): whole rows where a row fits, else runs of
+    one row's columns."""
+    budget = max(min(_TILE, (b * n) // 8), 1 << 12)
+    if n <= budget:
+        step = budget // n
+        return [(slice(a, min(a + step, b)), slice(0, n)) for a in range(0, b, step)]
+    return [(slice(a, a + 1), slice(c, min(c + budget, n))) for a in range(b) for c in range(0, n, budget)]
+
+
+def _ones(ws: Workspace, n: int, dtype: Any) -> torch.Tensor:
+    """``n`` ones in ``dtype`` (a workspace vector, filled when made)."""
+    held = ws.get(f"ones_{dtype}", dtype, lambda: torch.ones(n, dtype=dtype))
+    if held.numel() < n:
+        held = ws.put(f"ones_{dtype}", dtype, torch.ones(n, dtype=dtype))
+    return held[:n]
+
+
+def _tile_buffers(
+    ws: Workspace, b: int, n: int, dtype: Any
+) -> Iterator[tuple[slice, slice, torch.Tensor, torch.Tensor]]:
+    """For each tile of :func:`_tiles`: its row and column slices, a workspace buffer of its
+    shape in ``dtype`` (for 0/1 values) and as many ones (a row reduction is ``mv(buffer, ones)``)."""
+    for r, c in _tiles(b, n):
+        shape = (r.stop - r.start, c.stop - c.start)
+        yield r, c, _buffer(ws, "count", shape, dtype), _ones(ws, shape[1], dtype)
 
 
 def _buffer(ws: Workspace, role: str, shape: tuple[int, ...], dtype: Any) -> torch.Tensor:
@@ -314,7 +352,7 @@ class TorchOps(Ops):
         self, labels: Array, t: float, strict: bool, valid: Any, dtype: Any, ws: Any = None
     ) -> Array:
         """Per row, the number of valid items with ``label > t`` (``strict``) or
-        ``label >= t``. On CPU the comparison writes 0/1 floats into a workspace buffer (a
+        ``label >= t``. On CPU the comparison writes 0/1 floats into a workspace tile (a
         float sum is several times faster than a bool one; NaN compares False), summed exactly
         (float32 below 2^24 items). Small inputs take the plain ops (fewer calls)."""
         if labels.device.type != "cpu" or ws is None or labels.numel() < _SMALL:
@@ -322,43 +360,98 @@ class TorchOps(Ops):
             if valid is not None:
                 rel = rel & valid
             return rel.sum(dim=-1, dtype=dtype)
-        buf = _buffer(ws, "relevant", tuple(labels.shape), _count_dtype(int(labels.shape[-1])))
-        (torch.gt if strict else torch.ge)(labels, t, out=buf)
-        if valid is not None:
-            buf.mul_(valid)
-        return buf.sum(dim=-1).to(dtype)
+        cmp = torch.gt if strict else torch.ge
+        b, n = labels.shape
+        cd = _count_dtype(int(n))
+        out = torch.zeros(b, dtype=cd)
+        for r, c, buf, ones in _tile_buffers(ws, b, n, cd):
+            cmp(labels[r, c], t, out=buf)
+            if valid is not None:
+                buf.mul_(valid[r, c])
+            out[r] += torch.mv(buf, ones)
+        return out.to(dtype)
 
     def row_count(self, cond: Array, acc: Any, ws: Workspace | None = None) -> Array:
         """Per row, the number of True entries of a (B, N) bool array, in ``acc``."""
         if not _cpu(cond) or ws is None:
             return cond.sum(dim=1).to(acc)
         b, n = cond.shape
-        buf = _buffer(ws, "count", (b, n), _count_dtype(n))
-        buf.copy_(cond)
-        return torch.mv(buf, _buffer(ws, "ones", (n,), buf.dtype).fill_(1.0)).to(acc)
+        cd = _count_dtype(int(n))
+        out = torch.zeros(b, dtype=cd)
+        for r, c, buf, ones in _tile_buffers(ws, b, n, cd):
+            buf.copy_(cond[r, c])
+            out[r] += torch.mv(buf, ones)
+        return out.to(acc)
 
     def compare_counts(
         self, s: Array, t: Array, acc: Any, need: tuple[bool, bool], ws: Workspace | None = None
     ) -> tuple[Array | None, Array | None]:
         """Per row ``(#(s > t), #(s >= t))`` for ``s`` (B, N), ``t`` (B,); only those flagged
         in ``need``. NaN compares False. On CPU each comparison is written as 0/1 floats into
-        a workspace buffer and reduced with a matrix-vector product."""
-        tc = t[:, None]
-        if not _cpu(s) or ws is None:
+        a workspace tile and reduced with a matrix-vector product."""
+        gt, ge, _ = self.rank_counts(s, t, acc, need, ws=ws)
+        return gt, ge
+
+    def rank_counts(
+        self,
+        scores: Array,
+        t: Array,
+        acc: Any,
+        need: tuple[bool, bool],
+        keep: Array | None = None,
+        drop: Array | None = None,
+        rows: Array | None = None,
+        ws: Workspace | None = None,
+    ) -> tuple[Array | None, Array | None, Array]:
+        """See :meth:`rankstream.core.backends.numpy.NumpyOps.rank_counts`. On CPU, tile by
+        tile: the rows (gathered when ``rows`` is given) with ``-inf`` on the excluded
+        candidates, then their NaN test and each comparison as 0/1 floats reduced with a
+        matrix-vector product: the scratch is a few tiles, never a copy of the scores."""
+        if not _cpu(scores) or ws is None:
+            if rows is not None:
+                scores = torch.index_select(scores, 0, rows)
+                keep = None if keep is None else torch.index_select(keep, 0, rows)
+                drop = None if drop is None else torch.index_select(drop, 0, rows)
+            s = scores if keep is None and drop is None else self.exclude(scores, keep, drop)
+            tc = t[:, None]
             gt = (s > tc).sum(dim=1).to(acc) if need[0] else None
             ge = (s >= tc).sum(dim=1).to(acc) if need[1] else None
-            return gt, ge
-        b, n = s.shape
-        buf = _buffer(ws, "count", (b, n), _count_dtype(n))
-        ones = _buffer(ws, "ones", (n,), buf.dtype).fill_(1.0)
-        out = []
-        for flag, cmp in zip(need, (torch.gt, torch.ge), strict=True):
-            if flag:
-                cmp(s, tc, out=buf)
-                out.append(torch.mv(buf, ones).to(acc))
+            return gt, ge, torch.isnan(s).sum(dim=1).to(acc)
+        n = int(scores.shape[1])
+        b = int(scores.shape[0]) if rows is None else int(rows.shape[0])
+        cd = _count_dtype(n)
+        fill = torch.full((), float("-inf"), dtype=scores.dtype)
+        nan = torch.zeros(b, dtype=cd)
+        counts = [torch.zeros(b, dtype=cd) if flag else None for flag in need]
+        cmps = (torch.gt, torch.ge)
+        for r, c, buf, ones in _tile_buffers(ws, b, n, cd):
+            held = None
+            if rows is not None or keep is not None or drop is not None:
+                held = _buffer(ws, "tile_scores", tuple(buf.shape), scores.dtype)
+            if rows is None:
+                s = scores[r, c]
+                k = None if keep is None else keep[r, c]
+                d = None if drop is None else drop[r, c]
             else:
-                out.append(None)
-        return out[0], out[1]
+                idx = rows[r]
+                s = torch.index_select(scores[:, c], 0, idx, out=held)
+                k = None if keep is None else torch.index_select(keep[:, c], 0, idx)
+                d = None if drop is None else torch.index_select(drop[:, c], 0, idx)
+            if k is not None:
+                s = torch.where(k, s, fill, out=held)
+            elif d is not None:
+                s = torch.where(d, fill, s, out=held)
+            torch.ne(s, s, out=buf)  # NaN
+            nan[r] += torch.mv(buf, ones)
+            for j in (0, 1):
+                if need[j]:
+                    cmps[j](s, t[r, None], out=buf)
+                    counts[j][r] += torch.mv(buf, ones)
+        return (
+            None if counts[0] is None else counts[0].to(acc),
+            None if counts[1] is None else counts[1].to(acc),
+            nan.to(acc),
+        )
 
     def exclude(
         self, scores: Array, keep: Array | None, drop: Array | None = None, ws: Workspace | None = None

@@ -188,15 +188,8 @@ def _host_checks(ctx: Context, batch: RankBatch, flags: dict[str, Array]) -> dic
     return out
 
 
-def _raise_if_nan(ops: Ops, scores: Array, valid: Array | None, rows_flag: Array) -> None:
-    """Exact NaN check of the rows whose row sum was NaN (NaN or +inf and -inf in the row)."""
-    rows = ops.nonzero(rows_flag)
-    sub = ops.take(scores, rows, axis=0)
-    bad = ops.isnan(sub)
-    if valid is not None:
-        bad = bad & ops.take(valid, rows, axis=0)
-    if ops.host_bools(ops.any(bad))[0]:
-        raise ValueError("y_pred contains NaN scores (among the candidates); NaN scores are not ranked")
+def _raise_nan() -> None:
+    raise ValueError("y_pred contains NaN scores (among the candidates); NaN scores are not ranked")
 
 
 def task_ranks(ctx: Context, batch: RankBatch, rank_types: Sequence[str] = RANK_TYPES) -> RankTasks:
@@ -224,17 +217,15 @@ def _ranks_of_targets(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) -
     masked = None
     if valid is not None:
         masked = ~ops.take_along(valid, yc)[:, 0]
-        s_eff = ops.exclude(scores, valid, None, ws)
         n_keep = ops.row_count(valid, acc, ws)
     else:
-        s_eff = scores
         n_keep = ops.zeros((b,), scores, acc) + float(n)
-    gt, ge = ops.compare_counts(s_eff, t, acc, need, ws)
+    # the removed candidates count as -inf scores; NaN among the candidates is counted
+    gt, ge, nan = ops.rank_counts(scores, t, acc, need, keep=valid, ws=ws)
     w = batch.weights if batch.weights is not None else ops.zeros((b,), scores, acc) + 1.0
     invalid = None
     if ctx.read_back:
-        nan_rows = ops.isnan(ops.row_sums(s_eff))  # cheap; exact check of flagged rows below
-        flags = {"range": ops.any(out_of_range), "nan": ops.any(nan_rows)}
+        flags = {"range": ops.any(out_of_range), "nan": ops.any(nan > 0)}
         if masked is not None:
             flags["masked"] = ops.any(masked)
         bad = _host_checks(ctx, batch, flags)
@@ -252,10 +243,10 @@ def _ranks_of_targets(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) -
                 "a true candidate must be a candidate"
             )
         if bad.get("nan"):
-            _raise_if_nan(ops, scores, valid, nan_rows)
+            _raise_nan()
     else:
         # no read-back (accelerator, tracing): bad rows are counted, compute() raises
-        invalid = out_of_range | ops.any(ops.isnan(s_eff), axis=1)
+        invalid = out_of_range | (nan > 0)
         if masked is not None:
             invalid = invalid | masked
         if batch.weights is not None:
@@ -303,20 +294,27 @@ def _positive_slots(ops: Ops, pos: Array, like: Array) -> tuple[Array, Array, Ar
 
 
 def _slot_counts(
-    ctx: Context, s_eff: Array, t: Array, rows: np.ndarray, acc: Any, need: tuple[bool, bool]
+    ctx: Context,
+    scores: Array,
+    keep: Array | None,
+    drop: Array | None,
+    t: Array,
+    rows: np.ndarray,
+    acc: Any,
+    need: tuple[bool, bool],
 ) -> tuple[Array | None, Array | None]:
     """Counts of one positive slot (``t`` is NaN on the rows without it, so they count 0).
 
-    When few rows have the slot, only those rows are copied out and compared (a copy and a
-    comparison of a fraction f of the rows cost about as much as comparing all rows when
-    f is around 0.6)."""
+    When few rows have the slot, only those rows are compared (gathering a fraction f of the
+    rows and comparing them costs about as much as comparing all rows when f is around 0.6)."""
     ops, ws = ctx.ops, ctx.workspace
-    b = int(s_eff.shape[0])
+    b = int(scores.shape[0])
     if rows.size > 0.6 * b:
-        return ops.compare_counts(s_eff, t, acc, need, ws)
+        gt, ge, _ = ops.rank_counts(scores, t, acc, need, keep=keep, drop=drop, ws=ws)
+        return gt, ge
     r = ops.asarray(rows, like=t)
-    sub = ops.take(s_eff, r, 0, ws)
-    gt, ge = ops.compare_counts(sub, ops.take(t, r, axis=0), acc, need, ws)
+    t = ops.take(t, r, axis=0)
+    gt, ge, _ = ops.rank_counts(scores, t, acc, need, keep=keep, drop=drop, rows=r, ws=ws)
     zeros = ops.zeros((b,), t, acc)
     return (
         None if gt is None else ops.set_rows(zeros, r, gt),
@@ -363,20 +361,18 @@ def _ranks_of_labels(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) ->
         return RankTasks(ops, one, one, one, w, has)
     n_valid = ops.zeros((b,), scores, acc) + float(n) if valid is None else ops.row_count(valid, acc, ws)
     n_keep = n_valid - n_pos  # the non-positive candidates
-    # the candidates of a positive: valid non-positives
-    s_eff = (
-        ops.exclude(scores, None, pos, ws)
-        if valid is None
-        else ops.exclude(scores, ops.and_not(valid, pos), None, ws)
-    )
+    # the candidates of a positive: valid non-positives (the others count as -inf scores)
+    keep, drop = (None, pos) if valid is None else (ops.and_not(valid, pos), None)
     t_all = ops.where(has, ops.take_along(scores, idx), float("nan"))
-    nan_rows = ops.isnan(ops.row_sums(s_eff)) | ops.any(ops.isnan(t_all) & has, axis=1)
-    if ops.host_bools(ops.any(nan_rows))[0]:
-        _raise_if_nan(ops, scores, valid, nan_rows)
     gts, ges = [], []
     for c in range(p_max):
         t = t_all[:, c]
-        gt, ge = _slot_counts(ctx, s_eff, t, np.nonzero(per_row > c)[0], acc, need)
+        if c == 0:  # every row with a positive has slot 0: its pass gives the NaN check too
+            gt, ge, nan = ops.rank_counts(scores, t, acc, need, keep=keep, drop=drop, ws=ws)
+            if ops.host_bools(ops.any(nan > 0) | ops.any(ops.isnan(t_all) & has))[0]:
+                _raise_nan()
+        else:
+            gt, ge = _slot_counts(ctx, scores, keep, drop, t, np.nonzero(per_row > c)[0], acc, need)
         gts.append(gt)
         if ge is not None:
             ges.append(ge - ops.where(t == _NEG_INF, float(n) - n_keep, 0.0))
