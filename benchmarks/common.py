@@ -49,6 +49,9 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
+_PROFILER_READY = False
+
+
 def peak_temp_bytes(fn: Callable[[], object]) -> int:
     """Peak bytes of memory ``fn()`` holds beyond what was live when it was called: torch's
     allocations replayed in order from ``torch.profiler`` (``profile_memory=True``: every
@@ -62,6 +65,11 @@ def peak_temp_bytes(fn: Callable[[], object]) -> int:
 
     from torch.profiler import ProfilerActivity, profile
 
+    global _PROFILER_READY
+    if not _PROFILER_READY:  # the first profile imports torch._dynamo & co: not fn's memory
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True):
+            pass
+        _PROFILER_READY = True
     started = tracemalloc.is_tracing()
     if not started:
         tracemalloc.start()

@@ -297,7 +297,8 @@ class KerasOps(Ops):
             scores = k.take(scores, rows, axis=0)
             keep = None if keep is None else k.take(keep, rows, axis=0)
             drop = None if drop is None else k.take(drop, rows, axis=0)
-        s = scores if keep is None and drop is None else self.exclude(scores, keep, drop)
+        s = scores if keep is None else self.exclude(scores, keep)
+        s = s if drop is None else self.exclude(s, None, drop)
         gt, ge = self.compare_counts(s, t, acc, need)
         return gt, ge, self.row_count(k.isnan(s), acc)
 

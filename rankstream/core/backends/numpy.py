@@ -212,14 +212,14 @@ class NumpyOps(Ops):
     ) -> tuple[Array | None, Array | None, Array]:
         """The comparison passes of a rank: per row of ``s``, the scores (``rows`` given: the
         rows ``rows`` of them, in that order) with ``-inf`` where ``keep`` is False or ``drop``
-        True, returns ``(#(s > t), #(s >= t), #(s is NaN))`` per row, the first two only where
-        flagged in ``need`` (``None`` otherwise), in ``acc``; ``t`` has one value per row of
-        the result. NaN compares False (an excluded NaN is ``-inf``, not NaN). Rows
-        are taken in blocks of about ``2^20`` values, so the scratch stays a small fraction of
-        a large batch."""
+        is True (either or both given), returns ``(#(s > t), #(s >= t), #(s is NaN))`` per
+        row, the first two only where flagged in ``need`` (``None`` otherwise), in ``acc``;
+        ``t`` has one value per row of the result. NaN compares False (an excluded NaN is
+        ``-inf``, not NaN). Rows are taken in blocks of about ``2^20`` values, so the scratch
+        stays a small fraction of a large batch."""
         b = scores.shape[0] if rows is None else rows.shape[0]
         n = scores.shape[1]
-        step = max(1, min(b, max(min(1 << 20, (b * n) // 8), 1 << 12) // max(n, 1)))
+        step = max(1, min(b, max(min(1 << 20, (b * n) // 16), 1 << 12) // max(n, 1)))
         gt = np.zeros(b, dtype=acc) if need[0] else None
         ge = np.zeros(b, dtype=acc) if need[1] else None
         nan = np.zeros(b, dtype=acc)
@@ -229,7 +229,7 @@ class NumpyOps(Ops):
             s = scores[pick]
             if keep is not None:
                 s = np.where(keep[pick], s, -np.inf)
-            elif drop is not None:
+            if drop is not None:
                 s = np.where(drop[pick], -np.inf, s)
             tc = t[part, None]
             nan[part] = np.count_nonzero(s != s, axis=1)

@@ -5,7 +5,7 @@ CPU fast paths (measured): a bool compare-and-count of a large array is several 
 than float arithmetic, and fresh 80 MB temporaries pay page faults on every batch, so the
 counting passes write 0/1 floats into buffers of the instance's :class:`Workspace` and reduce
 them with a matrix-vector product. They work through the array in tiles of rows (:func:`_tiles`:
-at most ``_TILE`` values and an eighth of the array), so a pass holds a small fraction of its
+at most ``_TILE`` values and a sixteenth of the array), so a pass holds a small fraction of its
 input in scratch memory whatever the batch size. On accelerators the plain ops are used.
 """
 
@@ -59,9 +59,9 @@ _TILE = 1 << 20
 
 def _tiles(b: int, n: int) -> list[tuple[slice, slice]]:
     """``(rows, columns)`` slices covering a ``(b, n)`` array in row-major tiles of at most
-    ``min(_TILE, b * n / 8)`` values (at least 4096): whole rows where a row fits, else runs of
+    ``min(_TILE, b * n / 16)`` values (at least 4096): whole rows where a row fits, else runs of
     one row's columns."""
-    budget = max(min(_TILE, (b * n) // 8), 1 << 12)
+    budget = max(min(_TILE, (b * n) // 16), 1 << 12)
     if n <= budget:
         step = budget // n
         return [(slice(a, min(a + step, b)), slice(0, n)) for a in range(0, b, step)]
@@ -412,7 +412,8 @@ class TorchOps(Ops):
                 scores = torch.index_select(scores, 0, rows)
                 keep = None if keep is None else torch.index_select(keep, 0, rows)
                 drop = None if drop is None else torch.index_select(drop, 0, rows)
-            s = scores if keep is None and drop is None else self.exclude(scores, keep, drop)
+            s = scores if keep is None else self.exclude(scores, keep)
+            s = s if drop is None else self.exclude(s, None, drop)
             tc = t[:, None]
             gt = (s > tc).sum(dim=1).to(acc) if need[0] else None
             ge = (s >= tc).sum(dim=1).to(acc) if need[1] else None
@@ -439,7 +440,7 @@ class TorchOps(Ops):
                 d = None if drop is None else torch.index_select(drop[:, c], 0, idx)
             if k is not None:
                 s = torch.where(k, s, fill, out=held)
-            elif d is not None:
+            if d is not None:
                 s = torch.where(d, fill, s, out=held)
             torch.ne(s, s, out=buf)  # NaN
             nan[r] += torch.mv(buf, ones)

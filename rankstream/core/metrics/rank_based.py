@@ -266,15 +266,23 @@ def _ranks_of_targets(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) -
     )
 
 
-def _positive_slots(ops: Ops, pos: Array, like: Array) -> tuple[Array, Array, Array, np.ndarray]:
-    """Column of every positive laid out in slots: ``idx`` (B, P) ints, ``has`` (B, P) bool,
-    positives per row (B,) in the acc dtype (device) and on the host (P = the largest count,
-    at least 1 column).
+def _positive_slots(
+    ops: Ops, pos: Array, like: Array, valid: Array | None = None
+) -> tuple[Array, Array, Array, np.ndarray]:
+    """Column of every positive (``pos``, and ``valid`` where given) laid out in slots:
+    ``idx`` (B, P) ints, ``has`` (B, P) bool, positives per row (B,) in the acc dtype (device)
+    and on the host (P = the largest count, at least 1 column).
 
     One ``nonzero`` (a host read: the number of tasks is data-dependent); the O(tasks)
     layout is done on the host."""
     b, n = _shape(pos)
-    flat = ops.to_numpy(ops.nonzero(ops.reshape(pos, (-1,)))).astype(np.int64)
+    found = ops.nonzero(ops.reshape(pos, (-1,)))
+    if valid is not None:  # the positives' membership, read with them: no (B, N) temporary
+        found = ops.stack([found, ops.cast(ops.take(ops.reshape(valid, (-1,)), found, axis=0), found.dtype)])
+        found = ops.to_numpy(found)
+        flat = found[0][found[1] > 0].astype(np.int64)
+    else:
+        flat = ops.to_numpy(found).astype(np.int64)
     rows, cols = np.divmod(flat, n)
     per_row = np.bincount(rows, minlength=b)
     p_max = int(per_row.max()) if flat.size else 0
@@ -334,14 +342,17 @@ def _ranks_of_labels(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) ->
     b, n = _shape(scores)
     acc = ops.acc_dtype(scores)
     flags: dict[str, Array] = {}
-    if ops.is_bool(labels):
-        pos = labels
-    else:
-        pos = labels == 1
-        nonbinary = ops.and_not(labels != 0, pos)  # True where label not in {0, 1}
-        flags["labels"] = ops.any(nonbinary if valid is None else nonbinary & valid)
-    if valid is not None:
-        pos = pos & valid
+    n_valid = ops.zeros((b,), scores, acc) + float(n) if valid is None else ops.row_count(valid, acc, ws)
+    # pos may hold positives outside the mask: they are no tasks (_positive_slots) and no
+    # candidates (rank_counts keeps the mask first)
+    pos = labels if ops.is_bool(labels) else labels == 1
+    idx, has, n_pos, per_row = _positive_slots(ops, pos, scores, valid)
+    if not ops.is_bool(labels):
+        # binary: every candidate's label is >= 0, and those > 0 are the ones equal to 1 (NaN
+        # fails the first); counted in tiles, with no (batch, candidates) temporary but pos
+        above = ops.count_relevant(labels, 0.0, True, valid, acc, ws)
+        at_least = ops.count_relevant(labels, 0.0, False, valid, acc, ws)
+        flags["labels"] = ops.any((at_least != n_valid) | (above != n_pos))
     bad = _host_checks(ctx, batch, flags)
     if bad.get("labels"):
         ln = ops.to_numpy(labels)
@@ -352,17 +363,15 @@ def _ranks_of_labels(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) ->
             "y labels must be binary (0/1 or bool) on the candidates, got values "
             f"{np.unique(ln[odd])[:8].tolist()}"
         )
-    idx, has, n_pos, per_row = _positive_slots(ops, pos, scores)
     p_max = int(per_row.max()) if per_row.size else 0
     w = batch.weights if batch.weights is not None else ops.zeros((b,), scores, acc) + 1.0
     w = w[:, None] * ops.cast(has, acc)
     if p_max == 0:
         one = ops.zeros((b, 1), scores, acc) + 1.0
         return RankTasks(ops, one, one, one, w, has)
-    n_valid = ops.zeros((b,), scores, acc) + float(n) if valid is None else ops.row_count(valid, acc, ws)
     n_keep = n_valid - n_pos  # the non-positive candidates
     # the candidates of a positive: valid non-positives (the others count as -inf scores)
-    keep, drop = (None, pos) if valid is None else (ops.and_not(valid, pos), None)
+    keep, drop = valid, pos
     t_all = ops.where(has, ops.take_along(scores, idx), float("nan"))
     gts, ges = [], []
     for c in range(p_max):
