@@ -4,8 +4,8 @@ devices without float64 (MPS), where float32 is used.
 CPU fast paths (measured): a bool compare-and-count of a large array is several times slower
 than float arithmetic, and fresh 80 MB temporaries pay page faults on every batch, so the
 counting passes write 0/1 floats into buffers of the instance's :class:`Workspace` and reduce
-them with a matrix-vector product. They work through the array in tiles of rows (:func:`_tiles`:
-at most ``_TILE`` values and a sixteenth of the array), so a pass holds a small fraction of its
+them per row. They work through the array in tiles of rows (:func:`_tiles`:
+at most ``_TILE`` values and an eighth of the array), so a pass holds a small fraction of its
 input in scratch memory whatever the batch size. On accelerators the plain ops are used.
 """
 
@@ -51,39 +51,31 @@ def _count_dtype(n: int) -> Any:
     return torch.float32 if n < (1 << 24) else torch.float64
 
 
-#: the most values one tile of a counting pass holds (4 MiB of float32): measured on the CPU, tiles
-#: this size cost no time against one pass over the whole array (much smaller ones do: per-call
-#: overhead), and their scratch is a bounded fraction of a large batch
-_TILE = 1 << 20
+#: the most values one tile of a counting pass holds (8 MiB of float32). Measured on the CPU: on
+#: one thread any tile from 2^17 values on is faster than one pass over the whole array (it
+#: stays in cache); on several threads every op is a parallel region, and on a busy machine
+#: each costs a wait for its slowest thread, so few large tiles keep the time of one pass
+_TILE = 1 << 21
 
 
-def _tiles(b: int, n: int) -> list[tuple[slice, slice]]:
+def _tiles(b: int, n: int, share: int = 8) -> list[tuple[slice, slice]]:
     """``(rows, columns)`` slices covering a ``(b, n)`` array in row-major tiles of at most
-    ``min(_TILE, b * n / 16)`` values (at least 4096): whole rows where a row fits, else runs of
+    ``min(_TILE, b * n / share)`` values (at least 4096): whole rows where a row fits, else runs of
     one row's columns."""
-    budget = max(min(_TILE, (b * n) // 16), 1 << 12)
+    budget = max(min(_TILE, (b * n) // share), 1 << 12)
     if n <= budget:
         step = budget // n
         return [(slice(a, min(a + step, b)), slice(0, n)) for a in range(0, b, step)]
     return [(slice(a, a + 1), slice(c, min(c + budget, n))) for a in range(b) for c in range(0, n, budget)]
 
 
-def _ones(ws: Workspace, n: int, dtype: Any) -> torch.Tensor:
-    """``n`` ones in ``dtype`` (a workspace vector, filled when made)."""
-    held = ws.get(f"ones_{dtype}", dtype, lambda: torch.ones(n, dtype=dtype))
-    if held.numel() < n:
-        held = ws.put(f"ones_{dtype}", dtype, torch.ones(n, dtype=dtype))
-    return held[:n]
-
-
 def _tile_buffers(
-    ws: Workspace, b: int, n: int, dtype: Any
-) -> Iterator[tuple[slice, slice, torch.Tensor, torch.Tensor]]:
-    """For each tile of :func:`_tiles`: its row and column slices, a workspace buffer of its
-    shape in ``dtype`` (for 0/1 values) and as many ones (a row reduction is ``mv(buffer, ones)``)."""
-    for r, c in _tiles(b, n):
-        shape = (r.stop - r.start, c.stop - c.start)
-        yield r, c, _buffer(ws, "count", shape, dtype), _ones(ws, shape[1], dtype)
+    ws: Workspace, b: int, n: int, dtype: Any, share: int = 8
+) -> Iterator[tuple[slice, slice, torch.Tensor]]:
+    """For each tile of :func:`_tiles`: its row and column slices and a workspace buffer of its
+    shape in ``dtype`` (for 0/1 values, summed per row)."""
+    for r, c in _tiles(b, n, share):
+        yield r, c, _buffer(ws, "count", (r.stop - r.start, c.stop - c.start), dtype)
 
 
 def _buffer(ws: Workspace, role: str, shape: tuple[int, ...], dtype: Any) -> torch.Tensor:
@@ -364,11 +356,11 @@ class TorchOps(Ops):
         b, n = labels.shape
         cd = _count_dtype(int(n))
         out = torch.zeros(b, dtype=cd)
-        for r, c, buf, ones in _tile_buffers(ws, b, n, cd):
+        for r, c, buf in _tile_buffers(ws, b, n, cd):
             cmp(labels[r, c], t, out=buf)
             if valid is not None:
                 buf.mul_(valid[r, c])
-            out[r] += torch.mv(buf, ones)
+            out[r] += buf.sum(dim=1)
         return out.to(dtype)
 
     def row_count(self, cond: Array, acc: Any, ws: Workspace | None = None) -> Array:
@@ -378,9 +370,9 @@ class TorchOps(Ops):
         b, n = cond.shape
         cd = _count_dtype(int(n))
         out = torch.zeros(b, dtype=cd)
-        for r, c, buf, ones in _tile_buffers(ws, b, n, cd):
+        for r, c, buf in _tile_buffers(ws, b, n, cd):
             buf.copy_(cond[r, c])
-            out[r] += torch.mv(buf, ones)
+            out[r] += buf.sum(dim=1)
         return out.to(acc)
 
     def compare_counts(
@@ -388,7 +380,7 @@ class TorchOps(Ops):
     ) -> tuple[Array | None, Array | None]:
         """Per row ``(#(s > t), #(s >= t))`` for ``s`` (B, N), ``t`` (B,); only those flagged
         in ``need``. NaN compares False. On CPU each comparison is written as 0/1 floats into
-        a workspace tile and reduced with a matrix-vector product."""
+        a workspace tile and summed per row."""
         gt, ge, _ = self.rank_counts(s, t, acc, need, ws=ws)
         return gt, ge
 
@@ -405,8 +397,8 @@ class TorchOps(Ops):
     ) -> tuple[Array | None, Array | None, Array]:
         """See :meth:`rankstream.core.backends.numpy.NumpyOps.rank_counts`. On CPU, tile by
         tile: the rows (gathered when ``rows`` is given) with ``-inf`` on the excluded
-        candidates, then their NaN test and each comparison as 0/1 floats reduced with a
-        matrix-vector product: the scratch is a few tiles, never a copy of the scores."""
+        candidates, then their NaN test and each comparison as 0/1 floats summed per row: the
+        scratch is two tiles, never a copy of the scores."""
         if not _cpu(scores) or ws is None:
             if rows is not None:
                 scores = torch.index_select(scores, 0, rows)
@@ -425,7 +417,8 @@ class TorchOps(Ops):
         nan = torch.zeros(b, dtype=cd)
         counts = [torch.zeros(b, dtype=cd) if flag else None for flag in need]
         cmps = (torch.gt, torch.ge)
-        for r, c, buf, ones in _tile_buffers(ws, b, n, cd):
+        # two tiles (the scores' and the 0/1 counts'), each a sixteenth of the batch at most
+        for r, c, buf in _tile_buffers(ws, b, n, cd, share=16):
             held = None
             if rows is not None or keep is not None or drop is not None:
                 held = _buffer(ws, "tile_scores", tuple(buf.shape), scores.dtype)
@@ -443,11 +436,11 @@ class TorchOps(Ops):
             if d is not None:
                 s = torch.where(d, fill, s, out=held)
             torch.ne(s, s, out=buf)  # NaN
-            nan[r] += torch.mv(buf, ones)
+            nan[r] += buf.sum(dim=1)
             for j in (0, 1):
                 if need[j]:
                     cmps[j](s, t[r, None], out=buf)
-                    counts[j][r] += torch.mv(buf, ones)
+                    counts[j][r] += buf.sum(dim=1)
         return (
             None if counts[0] is None else counts[0].to(acc),
             None if counts[1] is None else counts[1].to(acc),
