@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rankstream.core.backends import Array, Context, Ops
+from rankstream.core.backends import Array, Context, Ops, Workspace
 
 TIE_POLICIES = ("first", "random")
 
@@ -77,7 +77,9 @@ def top_ranked(
     """
     ops = ctx.ops
     if ctx.read_back:
-        idx, has_nan, also_ok = _top_read_back(ops, scores, k, valid, ties, ctx.generator, also, labels)
+        idx, has_nan, also_ok = _top_read_back(
+            ops, scores, k, valid, ties, ctx.generator, also, labels, ctx.workspace
+        )
         return Ranked(indices=idx, has_nan=has_nan, nan_rows=None, also_ok=also_ok)
     n = scores.shape[-1]
     perm = None
@@ -94,10 +96,6 @@ def top_ranked(
     return Ranked(indices=idx, has_nan=None, nan_rows=nan_rows)
 
 
-def _masked(ops: Ops, scores: Array, valid: Array | None) -> Array:
-    return scores if valid is None else ops.where(valid, scores, float("-inf"))
-
-
 def _top_read_back(
     ops: Ops,
     scores: Array,
@@ -107,6 +105,7 @@ def _top_read_back(
     generator: Any,
     also: Array | None,
     labels: Array | None = None,
+    ws: Workspace | None = None,
 ) -> tuple[Array, bool, bool]:
     """CPU / eager: ``topk`` at ``k + 1``, then re-rank only the rows showing a tie (two
     equal values among the ``k + 1`` selected): a full stable sort of those rows, after a
@@ -115,11 +114,12 @@ def _top_read_back(
 
     The common case costs one comparison and one read: every row strictly decreasing over
     its ``k + 1`` selected values means no tie and no NaN (NaN ranks first and compares
-    False), whatever the policy. Returns ``(indices, has_nan, also_ok)``."""
+    False), whatever the policy. Masked items get ``-inf`` tile by tile
+    (:meth:`~rankstream.core.backends.Ops.masked_topk`): no masked copy of the scores.
+    Returns ``(indices, has_nan, also_ok)``."""
     n = scores.shape[-1]
-    s = _masked(ops, scores, valid)
     kq = min(k + 1, n)
-    vals, idx = ops.topk(s, kq)
+    vals, idx = ops.topk(scores, kq) if valid is None else ops.masked_topk(scores, kq, valid, ws)
     if kq > 1:
         clean = ops.all(vals[:, :-1] > vals[:, 1:])
         if ops.host_bools(clean if also is None else clean & also)[0]:
@@ -140,8 +140,10 @@ def _top_read_back(
         perm = ops.randperm(n, scores, generator) if ties == "random" else None
     if any_tie and any_rerank and not has_nan:
         rows = ops.nonzero(rerank)
-        sub = ops.take(s, rows, axis=0)
+        sub = ops.take(scores, rows, axis=0)
         sub_valid = None if valid is None else ops.take(valid, rows, axis=0)
+        if sub_valid is not None:
+            sub = ops.exclude(sub, sub_valid)
         if perm is not None:
             sub = ops.take(sub, perm, axis=1)
             sub_valid = None if sub_valid is None else ops.take(sub_valid, perm, axis=1)

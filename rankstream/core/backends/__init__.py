@@ -17,7 +17,9 @@ Conventions shared by every backend:
 * ``topk(x, k)`` works on the last axis and returns ``(values, indices)`` sorted by value,
   largest first, NaN first; ``native_stable`` says whether equal values come out lowest index
   first. ``topk_first`` is the exact stable top-k without a host read (or ``None`` where the
-  backend's ``topk`` is already stable and ``topk`` serves).
+  backend's ``topk`` is already stable and ``topk`` serves). ``masked_topk(x, k, valid)`` is
+  ``topk`` of ``where(valid, x, -inf)`` and ``masked_row_sums(x, valid)`` the row sums of
+  ``where(valid, x, 0)``: on CPU torch both work through row tiles, never a masked copy.
 * ``acc_dtype`` is the float type of the per-list arithmetic and the state: float64 where the
   backend and device support it.
 * ``xp`` is the elementwise math namespace (``exp``, ``where``, ...) of the backend, for the
@@ -69,6 +71,7 @@ OPS_METHODS = (
     # selection
     "topk",
     "topk_first",
+    "masked_topk",
     "stable_argsort_desc",
     "take_along",
     "take",
@@ -83,6 +86,7 @@ OPS_METHODS = (
     "exp2",
     "sum",
     "row_sums",
+    "masked_row_sums",
     "where",
     "minimum",
     "maximum",

@@ -176,6 +176,10 @@ class KerasOps(Ops):
 
         return tuple(jax.lax.optimization_barrier(tuple(top)))
 
+    def masked_topk(self, x: Array, k: int, valid: Array, ws: Workspace | None = None) -> tuple[Array, Array]:
+        """``topk`` of ``x`` with ``-inf`` where ``valid`` is False."""
+        return self.topk(self.k.where(valid, x, float("-inf")), k)
+
     def topk_first(self, scores: Array, k: int, valid: Array | None) -> tuple[Array, Array]:
         """``topk`` is stable already (lower index first): masked items get -inf (a valid item
         scored -inf may then rank after a masked one: both are -inf)."""
@@ -229,6 +233,10 @@ class KerasOps(Ops):
 
     def row_sums(self, x: Array) -> Array:
         return self.k.sum(x, axis=1)
+
+    def masked_row_sums(self, x: Array, valid: Array, ws: Workspace | None = None) -> Array:
+        """Per row, the sum of ``x`` over the items where ``valid`` is True."""
+        return self.k.sum(self.k.where(valid, x, self.k.zeros_like(x)), axis=1)
 
     def where(self, c: Array, a: Any, b: Any) -> Array:
         return self.k.where(c, a, b)

@@ -97,6 +97,10 @@ class NumpyOps(Ops):
             idx = np.take_along_axis(part, order, -1)
         return np.take_along_axis(x, idx, -1), idx
 
+    def masked_topk(self, x: Array, k: int, valid: Array, ws: Workspace | None = None) -> tuple[Array, Array]:
+        """``topk`` of ``x`` with ``-inf`` where ``valid`` is False."""
+        return self.topk(np.where(valid, x, -np.inf), k)
+
     def topk_first(self, scores: Array, k: int, valid: Array | None) -> tuple[Array, Array] | None:
         """Exact stable top-k without a read: a full stable sort (numpy always reads back, so
         this serves only a forced no-read path)."""
@@ -160,6 +164,11 @@ class NumpyOps(Ops):
     def row_sums(self, x: Array) -> Array:
         with np.errstate(invalid="ignore", over="ignore"):
             return np.sum(x, axis=1)
+
+    def masked_row_sums(self, x: Array, valid: Array, ws: Workspace | None = None) -> Array:
+        """Per row, the sum of ``x`` over the items where ``valid`` is True."""
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.sum(np.where(valid, x, 0.0), axis=1)
 
     # elementwise: numpy's own functions
     where, minimum, maximum = (staticmethod(f) for f in (np.where, np.minimum, np.maximum))

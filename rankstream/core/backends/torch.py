@@ -69,6 +69,12 @@ def _tiles(b: int, n: int, share: int = 8) -> list[tuple[slice, slice]]:
     return [(slice(a, a + 1), slice(c, min(c + budget, n))) for a in range(b) for c in range(0, n, budget)]
 
 
+def _row_step(b: int, n: int, share: int = 8) -> int:
+    """Rows per tile of a pass that needs whole rows (a ``topk``): at most
+    ``min(_TILE, b * n / share)`` values, at least one row."""
+    return max(min(_TILE, (b * n) // share) // n, 1)
+
+
 def _tile_buffers(
     ws: Workspace, b: int, n: int, dtype: Any, share: int = 8
 ) -> Iterator[tuple[slice, slice, torch.Tensor]]:
@@ -79,9 +85,11 @@ def _tile_buffers(
 
 
 def _buffer(ws: Workspace, role: str, shape: tuple[int, ...], dtype: Any) -> torch.Tensor:
-    """A CPU buffer of the workspace: it grows to the largest size asked for, smaller requests
-    get a view of its start."""
+    """A CPU buffer of the workspace, one per role and dtype: it grows to the largest size asked
+    for, smaller requests get a view of its start. Passes that never overlap share the role
+    ``"count"`` (one tile of scratch for all of them)."""
     size = int(np.prod(shape, dtype=np.int64))
+    role = f"{role}:{dtype}"
     held = ws.get(role, dtype, lambda: torch.empty(size, dtype=dtype))
     if held.numel() < size:
         held = ws.put(role, dtype, torch.empty(size, dtype=dtype))
@@ -248,6 +256,26 @@ class TorchOps(Ops):
             nan_rows = nan_rows & torch.gather(valid, -1, top.indices[:, :1])[:, 0]
         return top.indices, nan_rows
 
+    def masked_topk(self, x: Array, k: int, valid: Array, ws: Workspace | None = None) -> tuple[Array, Array]:
+        """``topk`` of ``x`` with ``-inf`` where ``valid`` is False. On CPU, tile by tile of
+        whole rows (:func:`_row_step`, an eighth of the batch at most): each tile masked into
+        a workspace buffer and ranked there, so the scratch is one tile, never a masked copy
+        of ``x``; the rows' results are those of one ``topk`` of the whole masked array."""
+        fill = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
+        b, n = int(x.shape[0]), int(x.shape[1])
+        step = _row_step(b, n)
+        if not _cpu(x) or ws is None or x.numel() < _SMALL or step >= b:
+            return self.topk(torch.where(valid, x, fill), k)
+        vals = torch.empty((b, k), dtype=x.dtype)
+        idx = torch.empty((b, k), dtype=torch.int64)
+        for a in range(0, b, step):
+            r = slice(a, min(a + step, b))
+            buf = _buffer(ws, "count", (r.stop - r.start, n), x.dtype)
+            torch.where(valid[r], x[r], fill, out=buf)
+            v, i = torch.topk(buf, k, dim=-1, largest=True, sorted=True)
+            vals[r], idx[r] = v, i
+        return vals, idx
+
     def _sorted_first(self, scores: Array, k: int, valid: Array | None) -> tuple[Array, Array]:
         s = torch.where(torch.isnan(scores), float("inf"), scores) + 0.0
         keys = [s] if valid is None else [torch.where(valid, s, float("-inf")), valid.to(s.dtype)]
@@ -317,6 +345,21 @@ class TorchOps(Ops):
     def row_sums(self, x: Array) -> Array:
         return torch.sum(x, dim=1)
 
+    def masked_row_sums(self, x: Array, valid: Array, ws: Workspace | None = None) -> Array:
+        """Per row, the sum of ``x`` over the items where ``valid`` is True (in ``x``'s dtype).
+        On CPU tile by tile (:func:`_tiles`, an eighth of the batch at most) through the
+        counting passes' workspace tile, never a masked copy of ``x``."""
+        zero = torch.zeros((), dtype=x.dtype, device=x.device)
+        if not _cpu(x) or ws is None or x.numel() < _SMALL:
+            return torch.where(valid, x, zero).sum(dim=1)
+        b, n = int(x.shape[0]), int(x.shape[1])
+        out = torch.zeros(b, dtype=x.dtype)
+        for r, c in _tiles(b, n):
+            buf = _buffer(ws, "count", (r.stop - r.start, c.stop - c.start), x.dtype)
+            torch.where(valid[r, c], x[r, c], zero, out=buf)
+            out[r] += buf.sum(dim=1)
+        return out
+
     def where(self, c: Array, a: Any, b: Any) -> Array:
         return torch.where(c, a, b)
 
@@ -356,10 +399,11 @@ class TorchOps(Ops):
         b, n = labels.shape
         cd = _count_dtype(int(n))
         out = torch.zeros(b, dtype=cd)
+        zero = torch.zeros((), dtype=cd)
         for r, c, buf in _tile_buffers(ws, b, n, cd):
             cmp(labels[r, c], t, out=buf)
-            if valid is not None:
-                buf.mul_(valid[r, c])
+            if valid is not None:  # in place (a product with the bool mask would copy it as floats)
+                torch.where(valid[r, c], buf, zero, out=buf)
             out[r] += buf.sum(dim=1)
         return out.to(dtype)
 

@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
-from rankstream.core.inputs import check_list_values
-from rankstream.core.metrics.lists import ListKernel, exported, list_sums, quiet
+from rankstream.core.metrics.lists import ListKernel, checked_values, exported, list_sums, quiet
 from rankstream.core.state import kernel_config
 
 #: k of a name without ``@k``: past any list's end, so the whole list
@@ -171,8 +170,11 @@ class ListMetrics:
         first = next(iter(self._members.values()))
         out: dict[str, Array] = {}
         with quiet():
-            sel = first.selection(ctx, first.read_batch(ctx, y_pred, y, mask, sample_weight), k=self._k)
-            invalid = check_list_values(sel, first.negative_labels)
+            batch = first.read_batch(ctx, y_pred, y, mask, sample_weight)
+            shared: dict[Any, Any] = {}
+            k = max(kernel.depth(ctx, batch, shared) for kernel in self._members.values())
+            sel = first.selection(ctx, batch, k=k, shared=shared)
+            invalid = checked_values(sel, first.negative_labels)
             for name, kernel in self._members.items():
                 sums = list_sums(ctx.ops, *kernel.outputs(sel, invalid), invalid)
                 out.update({f"{self._keys[name]}__{field}": value for field, value in sums.items()})

@@ -102,7 +102,10 @@ _CONVENTION_NAMES = frozenset(f.name for f in fields(ListConventions))
 class Selection:
     """One batch seen by a list metric. ``labels``, ``in_list``, ``item_weights`` are
     ``(B, K)`` over the ranked items (``labels`` 0 where an item is not in the list); the
-    ``full_*`` arrays are the batch's ``(B, N)`` ones (labels 0 on items not in the list)."""
+    ``full_*`` arrays are the batch's ``(B, N)`` ones. ``item_labels`` are the batch's labels
+    as given (whatever a masked item holds: read them with ``full_valid``); ``full_labels``,
+    0 on items not in the list, is a masked copy made on first use (a full-size temporary:
+    the default paths read ``item_labels`` and the mask instead)."""
 
     ctx: Context
     k: int  # K = min(max(top_k), list size)
@@ -111,7 +114,7 @@ class Selection:
     positions: Array  # 1..K, shape (K,), in the accumulation dtype
     weights: Array | None  # (B,) per-list weights or None
     n: int
-    full_labels: Array
+    item_labels: Array
     full_valid: Array | None
     item_weights: Array | None = None
     full_item_weights: Array | None = None
@@ -132,6 +135,13 @@ class Selection:
             self.shared[key] = make()
         return self.shared[key]
 
+    @property
+    def full_labels(self) -> Array:
+        """The batch's ``(B, N)`` labels, 0 on items not in the list (masked once per batch)."""
+        if self.full_valid is None:
+            return self.item_labels
+        return self.once("full_labels", lambda: self.ops.where(self.full_valid, self.item_labels, 0.0))
+
     def ideal(self, prefix: bool = False) -> tuple[Array, Array | None]:
         """Top-``K`` labels of the items of each list in decreasing order (the ideal ranking),
         0 past the last item, and a (B, K) 0/1 array marking real items (None without a
@@ -144,12 +154,11 @@ class Selection:
         return self.once(("ideal", prefix), lambda: self._ideal(prefix))
 
     def _ideal(self, prefix: bool) -> tuple[Array, Array | None]:
-        ops = self.ops
-        src = self.full_labels
-        if self.full_valid is not None:
-            src = ops.where(self.full_valid, src, float("-inf"))
-        vals, ok = ops.topk(src, self.k)[0], None
-        if self.full_valid is not None:
+        ops, valid = self.ops, self.full_valid
+        if valid is None:
+            vals, ok = ops.topk(self.item_labels, self.k)[0], None
+        else:  # items not in the list get -inf tile by tile: no masked copy of the labels
+            vals = ops.masked_topk(self.item_labels, self.k, valid, self.ctx.workspace)[0]
             ok = vals > float("-inf")
             vals = ops.where(ok, vals, 0.0)
         if prefix and self.ctx.read_back and self.k > IDEAL_PREFIX_FROM:
@@ -204,6 +213,16 @@ def quiet() -> Any:
 def exported(ops: Ops, sums: Mapping[str, Array]) -> dict[str, Array]:
     """The sums as the caller's arrays (``ops.export``: torch tensors from the host ops)."""
     return {name: ops.export(value) for name, value in sums.items()}
+
+
+def checked_values(sel: Selection, negative_labels: str) -> Array | None:
+    """:func:`~rankstream.core.inputs.check_list_values` of a selection, skipped where the
+    ranking's one read found nothing bad already (values read back, no NaN score, the
+    ``list_values_ok`` check True): the full check reads the masked labels
+    (:attr:`Selection.full_labels`, a full-size copy under a mask)."""
+    if sel.nan_rows is None and sel.values_ok and not sel.has_nan:
+        return None
+    return check_list_values(sel, negative_labels)
 
 
 def list_sums(
@@ -315,7 +334,7 @@ class ListKernel:
         return sel.once(
             ("relevant", t),
             lambda: sel.ops.count_relevant(
-                sel.full_labels, 0.0 if t is None else t, t is None, sel.full_valid, sel.positions.dtype,
+                sel.item_labels, 0.0 if t is None else t, t is None, sel.full_valid, sel.positions.dtype,
                 sel.ctx.workspace,
             ),
         )  # fmt: skip
@@ -340,17 +359,30 @@ class ListKernel:
         """A context for one call outside an instance (a fresh generator and workspace)."""
         return self.runtime().context(like, ops)
 
-    def selection(self, ctx: Context, batch: ListBatch, k: int | None = None) -> Selection:
-        """The top ``k`` (default: this metric's largest) of every list, once per batch."""
+    def depth(self, ctx: Context, batch: ListBatch, shared: dict[Any, Any]) -> int:
+        """How many ranked items of each list this metric reads on this batch (clipped to the
+        list by :meth:`selection`): its largest ``k``. A metric whose depth depends on the
+        batch may compute it from the batch, keeping what it computed in ``shared`` (the
+        selection's :attr:`Selection.shared`)."""
+        return self.top_k[-1]
+
+    def selection(
+        self, ctx: Context, batch: ListBatch, k: int | None = None, shared: dict[Any, Any] | None = None
+    ) -> Selection:
+        """The top ``k`` (default: :meth:`depth`) of every list, once per batch. Items not in
+        the list never count, whatever their label: the ranked labels are 0 there, and the
+        passes over the whole batch read the labels with the mask (no masked copy)."""
         ops = ctx.ops
+        shared = {} if shared is None else shared
         scores, labels, valid = batch.scores, batch.labels, batch.valid
-        if valid is not None:  # an item not in the list never counts, whatever its label
-            labels = ops.where(valid, labels, 0.0)
         n = batch.list_size
-        k = min(k or self.top_k[-1], n)
+        k = min(k or self.depth(ctx, batch, shared), n)
         acc = ops.acc_dtype(scores)
         # where values are read back, the value checks ride on the ranking's one read
-        also = list_values_ok(ops, labels, batch.weights, batch.item_weights) if ctx.read_back else None
+        also = None
+        if ctx.read_back:
+            seen = labels if valid is None else ops.masked_row_sums(labels, valid, ctx.workspace)
+            also = list_values_ok(ops, seen, batch.weights, batch.item_weights)
         # the kernels read the labels and membership at each rank (and item weights, when given)
         key = labels if batch.item_weights is None else None
         ranked = top_ranked(ctx, scores, k, valid=valid, ties=self.conventions.ties, also=also, labels=key)
@@ -358,8 +390,9 @@ class ListKernel:
         lab_sel = ops.cast(ops.take_along(labels, idx), acc)
         in_list = None
         if valid is not None:
-            in_list = ops.cast(ops.take_along(valid, idx), acc)
-            lab_sel = lab_sel * in_list
+            member = ops.take_along(valid, idx)
+            in_list = ops.cast(member, acc)
+            lab_sel = ops.where(member, lab_sel, 0.0)  # whatever a masked item holds (NaN too)
         w_sel = None if batch.item_weights is None else ops.take_along(batch.item_weights, idx)
         return Selection(
             ctx=ctx,
@@ -369,13 +402,14 @@ class ListKernel:
             positions=positions(ctx, k, scores, acc),
             weights=batch.weights,
             n=n,
-            full_labels=labels,
+            item_labels=labels,
             full_valid=valid,
             item_weights=w_sel,
             full_item_weights=batch.item_weights,
             has_nan=ranked.has_nan,
             nan_rows=ranked.nan_rows,
             values_ok=ranked.also_ok,
+            shared=shared,
         )
 
     def read_batch(
@@ -402,7 +436,7 @@ class ListKernel:
         (None: all 1) and the lists with bad data ``(B,)`` (None where the values were read back: bad data
         raises ``ValueError`` then, see :func:`~rankstream.core.inputs.check_list_values`)."""
         sel = self.selection(ctx, self.read_batch(ctx, y_pred, y, mask, sample_weight))
-        invalid = check_list_values(sel, self.conventions.negative_labels)
+        invalid = checked_values(sel, self.conventions.negative_labels)
         return (*self.outputs(sel, invalid), invalid)
 
     def outputs(self, sel: Selection, invalid: Array | None) -> tuple[Array, Array, Array | None]:
