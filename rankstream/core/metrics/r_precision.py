@@ -9,17 +9,23 @@ For one list with binary relevance ``rel_j`` of the item ranked ``j``-th by the 
 per list. Relevance, masks, the ``empty`` policy and per-item weights as in
 :mod:`~rankstream.core.metrics.precision`; the result is one float.
 
-Cost: the selection is the whole list (``top_k`` is past the end of any list): a top-``N`` of
-the scores, i.e. a sort of each row, ``O(N log N)`` per list against ``O(N log k)`` for the
-metrics at ``k``; then one cumulative sum and one elementwise comparison with ``R``. Selecting
-only the top ``max R`` of the batch would need ``R`` read back to the host in every update (no
-host sync, and impossible under ``jit``), so the whole list it is.
+Cost: where values are read back (CPU, eager), one counting pass gives ``R`` of every list
+(row tiles, shared with the metric's own ``R``), and the selection is the top ``max R`` of the
+batch (one host read of that maximum): a ``topk`` at the largest ``R``, never a sort of the
+whole list, and the temporaries of a ``(B, max R)`` selection. Elsewhere (an accelerator, a
+``jit`` trace) reading ``max R`` would be a device sync or impossible, so the selection is the
+whole list: a top-``N`` of the scores, i.e. a sort of each row. Either way, one cumulative
+comparison with ``R`` and a sum per list follow.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from rankstream.core.backends import Context
+from rankstream.core.inputs import ListBatch
 from rankstream.core.metrics.lists import ListOutput, Selection
 from rankstream.core.metrics.precision import BinaryListKernel
 
@@ -52,9 +58,29 @@ class RPrecisionKernel(BinaryListKernel):
             relevance_threshold=relevance_threshold,
         )
 
+    def depth(self, ctx: Context, batch: ListBatch, shared: dict[Any, Any]) -> int:
+        """The largest ``R`` of the batch (at least 1) where values are read back, kept with
+        every list's ``R`` in ``shared``; elsewhere the whole list."""
+        if not ctx.read_back:
+            return WHOLE_LIST
+        ops, t = ctx.ops, self.conventions.relevance_threshold
+        n_rel = ops.count_relevant(
+            batch.labels, 0.0 if t is None else t, t is None, batch.valid, ops.acc_dtype(batch.scores),
+            ctx.workspace,
+        )  # fmt: skip
+        shared[("relevant", t)] = n_rel  # what ListKernel.count_relevant would compute
+        top = np.asarray(ops.to_numpy(n_rel))
+        deepest = max(int(top.max()) if top.size else 0, 1)
+        shared[("r_precision_depth", t)] = deepest
+        return deepest
+
     def list_values(self, sel: Selection) -> ListOutput:
-        if sel.k < sel.n:
-            raise ValueError(f"RPrecisionKernel reads the whole list: got a top-{sel.k} of {sel.n} items")
+        need = sel.shared.get(("r_precision_depth", self.conventions.relevance_threshold), sel.n)
+        if sel.k < min(need, sel.n):
+            raise ValueError(
+                f"RPrecisionKernel reads the top R of every list: got a top-{sel.k} where R reaches "
+                f"{need} of {sel.n} items"
+            )
         rel, n_rel, w_rel = self.ranked_relevance(sel)
         in_top_r = sel.ops.where(sel.positions[None, :] <= n_rel[:, None], rel, 0.0)
         hits = sel.ops.sum(in_top_r, axis=1)
