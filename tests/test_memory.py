@@ -21,6 +21,7 @@ from rankstream import ListMetrics as ListMetricsKernel
 from rankstream import MAPKernel, State
 
 import reference as ref
+from pykeen_reference import naive_tasks, pykeen_reference
 
 B, N = 256, 20_000
 MIB = 1 << 20
@@ -233,6 +234,57 @@ def test_a_rank_metric_update_holds_at_most_half_the_scores(batch, name):
     m.update(output[0])  # the first batch of a list width also builds its expectation tables
     got = peak_temp_bytes(lambda: m.update(output[1]))
     assert got <= RANK_SHARE * scores_bytes(batch), f"{name}: {got / scores_bytes(batch):.3f}x the scores"
+
+
+@pytest.mark.parametrize("name", sorted(RANK_CASES))
+def test_the_first_batch_of_a_list_width_holds_at_most_half_the_scores(batch, name):
+    # the expectation terms of a new width: rows for the candidate counts seen, not a table
+    # of every width up to the list's (after another instance ran: process-wide caches)
+    make, batches = RANK_CASES[name]
+    output = batches(batch)
+    make().update(output[0])
+    m = make()
+    got = peak_temp_bytes(lambda: m.update(output[0]))
+    assert got <= RANK_SHARE * scores_bytes(batch), f"{name}: {got / scores_bytes(batch):.3f}x the scores"
+
+
+@pytest.mark.parametrize("labels", [False, True])
+def test_wide_lists_take_the_expectation_terms_of_the_counts_seen_and_match_pykeen(labels):
+    # wide enough that the terms come from rows of the candidate counts seen (not a table of
+    # every width); ragged masks give many counts, the second batch repeats and adds some
+    rng = np.random.default_rng(3 + labels)
+    data, tasks = [], []
+    for _ in range(2):
+        b, n = 6, 3000
+        scores = rng.integers(0, 50, (b, n))  # ties
+        mask = rng.random((b, n)) < rng.uniform(0.5, 1.0, (b, 1))
+        w = rng.integers(1, 5, b) / 2.0
+        if labels:
+            y = (rng.random((b, n)) < 0.003).astype(np.float32)
+            y[:, 0], mask[:, 0] = 1.0, True
+        else:
+            y = rng.integers(0, n, b)
+            mask[np.arange(b), y] = True
+        # the true candidates score in the top fifth: ranks below 1024, where the median's
+        # histogram is exact
+        scores = np.where(
+            y > 0 if labels else np.arange(n) == y[:, None], rng.integers(40, 50, (b, n)), scores
+        )
+        tasks += naive_tasks(scores, y, mask, w)
+        data.append(
+            (
+                torch.tensor(scores),
+                torch.tensor(y),
+                {"mask": torch.tensor(mask), "sample_weight": torch.tensor(w)},
+            )
+        )
+    assert len({t[2] for t in tasks}) > 6  # several candidate counts
+    engine = Engine(lambda e, b: b)
+    ri.RankBasedMetrics((1, 3, 10), rank_type="realistic").attach(engine, "m")
+    got = engine.run(data).metrics["m"]
+    want = pykeen_reference(tasks, "realistic", (1, 3, 10))
+    bad = {k: (got[k], v) for k, v in want.items() if not np.isclose(got[k], v, rtol=1e-9, atol=1e-12)}
+    assert not bad, list(bad.items())[:5]
 
 
 def test_the_report_through_an_engine_holds_at_most_half_the_scores_per_run(batch):

@@ -106,6 +106,12 @@ from rankstream.core.stats import FLOAT32_GMR_ORDER as FLOAT32_GMR_ORDER
 
 #: expectation terms come from a cached per-N table up to this list width, else per task
 TABLE_MAX = 1 << 17
+#: the per-N table is built this many widths at a time
+_TABLE_CHUNK = 1 << 11
+#: where values are read back, a per-N table of more terms than this (widths x columns) is
+#: replaced by rows for the candidate counts seen (a 256 x 20,000 batch's table of 31 columns
+#: would hold a quarter of its scores' bytes)
+_DENSE_TABLE_MAX = 1 << 16
 #: statistics streamed besides the families: the rank's variance and standard deviation
 #: (``dispersion``: sums of ``w r`` and ``w r^2``) and the median rank and median absolute
 #: deviation (``median``: a bounded histogram of ranks)
@@ -608,12 +614,18 @@ class RankKernel:
         ops = ctx.ops
 
         def build() -> np.ndarray:
-            grid = np.arange(1, n + 1, dtype=np.float64)
-            cols = [
-                np.broadcast_to(np.asarray(c, dtype=np.float64), grid.shape)
-                for c in self._unit_terms(grid, np)
-            ]
-            return np.stack(cols, axis=1)
+            # in chunks of N (every term is elementwise in N): the temporaries of the terms'
+            # arithmetic, a few dozen arrays per column, stay those of one chunk at any width
+            table: np.ndarray | None = None
+            for start in range(0, n, _TABLE_CHUNK):
+                grid = np.arange(start + 1, min(start + _TABLE_CHUNK, n) + 1, dtype=np.float64)
+                cols = self._unit_terms(grid, np)
+                if table is None:
+                    table = np.empty((n, len(cols)), dtype=np.float64)
+                for j, col in enumerate(cols):
+                    table[start : start + grid.shape[0], j] = col
+            assert table is not None  # n >= 1
+            return table
 
         host = ctx.workspace.get("rank_terms", n, build)
         if not ops.eager:
@@ -621,11 +633,42 @@ class RankKernel:
         key = (ops.name, n, str(getattr(like, "device", "")), str(acc))
         return ctx.workspace.get("rank_terms_device", key, lambda: ops.asarray(host, like=like, dtype=acc))
 
+    def _seen_terms(self, ctx: Context, nc: Array, n: int, like: Array) -> Array:
+        """(tasks, columns) unit-weight terms where values are read back and the per-N table
+        would be large: rows only for the candidate counts seen so far (kept, sorted, in the
+        instance's workspace; a batch computes those of the counts it sees first), gathered
+        by a search of the sorted counts. The terms are elementwise in N, so each row is the
+        table's row of that N."""
+        ops = ctx.ops
+        acc = nc.dtype
+        want = np.asarray(ops.to_numpy(nc), dtype=np.float64)
+        want = np.clip(np.nan_to_num(want, nan=1.0), 1.0, float(n))
+        seen = ctx.workspace.get("rank_terms_seen", None, dict)
+        counts = seen.get("n", np.empty(0))
+        new = np.setdiff1d(np.unique(want), counts, assume_unique=True)
+        if new.size:
+            cols = self._unit_terms(new, np)
+            rows = np.empty((new.size, len(cols)), dtype=np.float64)
+            for j, col in enumerate(cols):
+                rows[:, j] = col
+            counts = np.concatenate([counts, new])
+            order = np.argsort(counts, kind="stable")
+            seen["n"] = counts[order]
+            seen["rows"] = np.concatenate([seen["rows"], rows])[order] if "rows" in seen else rows[order]
+            seen.pop("device", None)
+        key = (ops.name, str(getattr(like, "device", "")), str(acc))
+        if seen.get("device", (None,))[0] != key:
+            seen["device"] = (key, ops.asarray(seen["rows"], like=like, dtype=acc))
+        idx = ops.asarray(np.searchsorted(seen["n"], want), like=like, dtype=ops.int_dtype())
+        return ops.take(seen["device"][1], idx, axis=0)
+
     def _terms(self, ctx: Context, nc: Array, n: int, like: Array) -> Array:
         """(tasks, columns) unit-weight terms of every task (flat ``nc``), by table lookup or
         directly."""
         ops = ctx.ops
         acc = nc.dtype
+        if ctx.read_back and n * len(self._columns()) > _DENSE_TABLE_MAX:
+            return self._seen_terms(ctx, nc, n, like)
         if n <= self.table_max:
             table = self._table(ctx, like, n, acc)
             idx = ops.cast(ops.minimum(ops.maximum(nc, 1.0), float(n)) - 1.0, ops.int_dtype())
