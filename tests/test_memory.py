@@ -10,9 +10,14 @@ shapes, so that lazy imports and process-wide caches are not charged to the upda
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+
 import numpy as np
 import pytest
 import torch
+from _hang_guard import run
 from ignite.engine import Engine
 
 import rankstream.ignite as ri
@@ -200,6 +205,51 @@ def test_r_precision_from_the_top_max_r_matches_the_reference_on_ties_and_masks(
         got = engine.run([out]).metrics["rp"]
         want = ref.mean_over_lists(ref.r_precision, s.tolist(), out[1].tolist(), 0, masks=masks)
         assert got == pytest.approx(want, rel=1e-9)
+
+
+# -- Keras on torch (a process of its own: the core suite runs Keras on TensorFlow) --------
+
+KERAS_TORCH_CHILD = """
+import json, os, sys
+import torch
+import rankstream.keras as rk
+from benchmarks.common import peak_temp_bytes
+B, N = {B}, {N}
+g = torch.Generator().manual_seed(0)
+scores = torch.randn(B, N, generator=g)
+labels = (torch.rand(B, N, generator=g) < 0.005).float()
+mask = torch.rand(B, N, generator=g) > 2.0 / N
+makers = {{
+    "NDCG": lambda: rk.NDCG(k=10),
+    "MAP": lambda: rk.MAP(k=10),
+    "ListMetrics": lambda: rk.ListMetrics(["ndcg@10", "map@5", "recall@20", "mrr@10", "precision@5"]),
+}}
+out = {{}}
+for name, make in makers.items():
+    for masked in (False, True):
+        y_true = {{"labels": labels, "mask": mask}} if masked else labels
+        make().update_state(y_true, scores)  # lazy imports and process-wide caches
+        m = make()
+        out[f"{{name}}, masked={{masked}}"] = peak_temp_bytes(lambda: m.update_state(y_true, scores))
+print("PEAKS " + json.dumps(out))
+"""
+
+
+def test_a_keras_on_torch_update_state_holds_a_quarter_of_the_scores_beyond_the_padding_check():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(
+        os.environ, KERAS_BACKEND="torch", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
+    proc = run([sys.executable, "-c", KERAS_TORCH_CHILD.format(B=B, N=N)], env=env, cwd=root)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    peaks = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("PEAKS "))[6:])
+    assert len(peaks) == 6
+    # Keras' labels >= 0 padding convention: the batch check compares every label with 0 (one
+    # bool per item, a quarter of float32 scores' bytes) before anything is ranked
+    padding_check = B * N
+    sb = B * N * 4
+    for name, got in peaks.items():
+        assert got <= LIST_SHARE * sb + padding_check, f"{name}: {got / sb:.3f}x the scores"
 
 
 # -- rank-based metrics ---------------------------------------------------------------------
