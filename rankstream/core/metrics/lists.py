@@ -217,11 +217,19 @@ def exported(ops: Ops, sums: Mapping[str, Array]) -> dict[str, Array]:
 
 def checked_values(sel: Selection, negative_labels: str) -> Array | None:
     """:func:`~rankstream.core.inputs.check_list_values` of a selection, skipped where the
-    ranking's one read found nothing bad already (values read back, no NaN score, the
-    ``list_values_ok`` check True): the full check reads the masked labels
-    (:attr:`Selection.full_labels`, a full-size copy under a mask)."""
-    if sel.nan_rows is None and sel.values_ok and not sel.has_nan:
-        return None
+    values were read back, no score is NaN and the labels and weights are fine: as the
+    ranking's one read found (``list_values_ok`` of every label, masked or not), or, under a
+    mask, as a second look at the labels of the lists' items finds (row sums over the mask,
+    tile by tile). The full check reads the masked labels (:attr:`Selection.full_labels`, a
+    full-size copy under a mask): it runs only where something is bad."""
+    if sel.nan_rows is None and not sel.has_nan:
+        if sel.values_ok:
+            return None
+        if sel.full_valid is not None:
+            ops = sel.ops
+            sums = ops.masked_row_sums(sel.item_labels, sel.full_valid, sel.ctx.workspace)
+            if ops.host_bools(list_values_ok(ops, sums, sel.weights, sel.full_item_weights))[0]:
+                return None
     return check_list_values(sel, negative_labels)
 
 
@@ -379,10 +387,9 @@ class ListKernel:
         k = min(k or self.depth(ctx, batch, shared), n)
         acc = ops.acc_dtype(scores)
         # where values are read back, the value checks ride on the ranking's one read
-        also = None
-        if ctx.read_back:
-            seen = labels if valid is None else ops.masked_row_sums(labels, valid, ctx.workspace)
-            also = list_values_ok(ops, seen, batch.weights, batch.item_weights)
+        # (a finite sum of every label, masked or not, clears the labels of the lists too;
+        # else :func:`checked_values` looks again at the items of the lists)
+        also = list_values_ok(ops, labels, batch.weights, batch.item_weights) if ctx.read_back else None
         # the kernels read the labels and membership at each rank (and item weights, when given)
         key = labels if batch.item_weights is None else None
         ranked = top_ranked(ctx, scores, k, valid=valid, ties=self.conventions.ties, also=also, labels=key)
