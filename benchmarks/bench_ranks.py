@@ -9,6 +9,12 @@ memory pass over the same scores.
 
 Cases: one true index per row (no mask / a ragged mask) and binary labels with a few
 positives per row (the filtered setting; each positive slot costs one more pair of passes).
+
+Memory: the peak of the temporary memory of one ``update`` of a fresh metric (what it keeps,
+its workspace and the expectation terms of the list width, counts too) after another instance
+ran on the same batch, and of one call of each floor (as timed: the comparison's buffer exists
+already), in MiB and as a multiple of the scores' bytes
+(:func:`benchmarks.common.peak_temp_bytes`).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import argparse
 
 import torch
 
-from benchmarks.common import markdown_table, median_ms
+from benchmarks.common import PEAK_COLUMNS, markdown_table, median_ms, peak_columns
 from rankstream.ignite import InverseHarmonicMeanRank, RankBasedMetrics
 
 KS = (1, 3, 10)
@@ -49,20 +55,32 @@ def run(quick: bool = False) -> list[dict]:
     buf = torch.empty_like(s)
     floor_sum = median_ms(lambda: s.sum(), repeat, warmup=2)
     floor_cmp = median_ms(lambda: one_comparison(s, t, buf), repeat, warmup=2)
+    nbytes = s.numel() * s.element_size()
+    floors = {
+        "scores.sum()": (floor_sum, peak_columns(lambda: s.sum(), nbytes)),
+        "1 comparison + row sum": (floor_cmp, peak_columns(lambda: one_comparison(s, t, buf), nbytes)),
+    }
     cases = [
-        ("index, no mask, all metrics", RankBasedMetrics(KS), (s, d["target"])),
-        ("index, no mask, MRR only", InverseHarmonicMeanRank(), (s, d["target"])),
-        ("index, ragged mask, all metrics", RankBasedMetrics(KS), (s, d["target"], {"mask": d["mask"]})),
+        ("index, no mask, all metrics", lambda: RankBasedMetrics(KS), (s, d["target"])),
+        ("index, no mask, MRR only", InverseHarmonicMeanRank, (s, d["target"])),
+        (
+            "index, ragged mask, all metrics",
+            lambda: RankBasedMetrics(KS),
+            (s, d["target"], {"mask": d["mask"]}),
+        ),
         (
             f"labels, {int(d['labels'].sum(1).max())} slots, all metrics",
-            RankBasedMetrics(KS),
+            lambda: RankBasedMetrics(KS),
             (s, d["labels"]),
         ),
     ]
     rows = []
-    for name, metric, output in cases:
+    for name, make, output in cases:
+        metric = make()
         ms = median_ms(lambda m=metric, o=output: m.update(o), repeat, warmup=2)
-        for peer_name, peer in (("scores.sum()", floor_sum), ("1 comparison + row sum", floor_cmp)):
+        fresh = make()
+        ours_peak = peak_columns(lambda m=fresh, o=output: m.update(o), nbytes)
+        for peer_name, (peer, peer_peak) in floors.items():
             rows.append(
                 {
                     "case": f"{batch}x{items} {name}",
@@ -70,12 +88,22 @@ def run(quick: bool = False) -> list[dict]:
                     "ours_ms": ms,
                     "peer_ms": peer,
                     "ratio": ms / peer,
+                    **{f"ours {c}": v for c, v in ours_peak.items()},
+                    "peer peak MiB": peer_peak["peak MiB"],
                 }
             )
     return rows
 
 
-COLUMNS = ["case", "peer", "ours_ms", "peer_ms", "ratio"]
+COLUMNS = [
+    "case",
+    "peer",
+    "ours_ms",
+    "peer_ms",
+    "ratio",
+    *(f"ours {c}" for c in PEAK_COLUMNS),
+    "peer peak MiB",
+]
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()

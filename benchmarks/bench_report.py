@@ -14,6 +14,11 @@ result once at the end (the whole metric time of an evaluation):
 * ``report, 9 metrics``: the way before, one metric per side and rank type, "both" fed both sides;
 * ``PyKEEN``: ``RankBasedEvaluator.process_scores_`` per side and batch, then ``finalize()``.
 
+Memory: the peak of the temporary memory of one evaluation pass (every update and the final
+``compute``) of each case, after a first pass (the metrics keep their workspace and expectation
+terms across passes, as attached metrics do), in MiB and as a multiple of the bytes of one
+batch's scores of one side (:func:`benchmarks.common.peak_temp_bytes`).
+
 Shapes: UMLS's test set (661 triples, 135 entities) and an FB15k-237-sized one (20,466 test
 triples would take long here: 2,048 queries x 14,541 entities).
 """
@@ -25,7 +30,7 @@ import logging
 
 import torch
 
-from benchmarks.common import interleaved_ms, markdown_table
+from benchmarks.common import PEAK_COLUMNS, interleaved_ms, markdown_table, peak_columns
 from rankstream.core.metrics.rank_family import METRICS
 from rankstream.ignite import RANK_TYPES, RankBasedMetrics
 
@@ -106,24 +111,24 @@ def run(quick: bool = False) -> list[dict]:
         full = RankBasedMetrics(KS, RANK_TYPES, sides=SIDES)
         families = RankBasedMetrics(KS, RANK_TYPES, sides=SIDES, metrics=METRICS)
         nine_metrics = {(s, rt): RankBasedMetrics(KS, rt) for s in (*SIDES, "both") for rt in RANK_TYPES}
-        times = interleaved_ms(
-            {
-                "one rank type (realistic, 4 families)": lambda d=data, m=single: one_type(m, d),
-                "report, one metric": lambda d=data, m=full: report(m, d),
-                "report, one metric, 4 families only": lambda d=data, m=families: report(m, d),
-                "report, 9 metrics": lambda d=data, m=nine_metrics: nine(m, d),
-                "PyKEEN RankBasedEvaluator": lambda d=data: pykeen(d),
-            },
-            repeat=5 if quick else 11,
-            warmup=1,
-        )
+        passes = {
+            "one rank type (realistic, 4 families)": lambda d=data, m=single: one_type(m, d),
+            "report, one metric": lambda d=data, m=full: report(m, d),
+            "report, one metric, 4 families only": lambda d=data, m=families: report(m, d),
+            "report, 9 metrics": lambda d=data, m=nine_metrics: nine(m, d),
+            "PyKEEN RankBasedEvaluator": lambda d=data: pykeen(d),
+        }
+        times = interleaved_ms(passes, repeat=5 if quick else 11, warmup=1)
+        first = data[0]["head"]["y_pred"]
+        nbytes = first.numel() * first.element_size()
         base = times["one rank type (realistic, 4 families)"]
         for name, ms in times.items():
-            rows.append({"case": label, "metric": name, "ms": ms, "x one rank type": ms / base})
+            peak = peak_columns(passes[name], nbytes)
+            rows.append({"case": label, "metric": name, "ms": ms, "x one rank type": ms / base, **peak})
     return rows
 
 
-COLUMNS = ["case", "metric", "ms", "x one rank type"]
+COLUMNS = ["case", "metric", "ms", "x one rank type", *PEAK_COLUMNS]
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()

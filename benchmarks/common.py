@@ -1,4 +1,4 @@
-"""Timing helpers shared by the benchmark scripts."""
+"""Timing and memory helpers shared by the benchmark scripts."""
 
 from __future__ import annotations
 
@@ -92,3 +92,15 @@ def peak_temp_bytes(fn: Callable[[], object]) -> int:
         live += nbytes
         peak = max(peak, live)
     return peak + max(peak_np, 0)
+
+
+#: the memory columns of a benchmark table (:func:`peak_columns`)
+PEAK_COLUMNS = ["peak MiB", "peak x scores"]
+
+
+def peak_columns(fn: Callable[[], object], scores_bytes: int) -> dict[str, float]:
+    """The temporary memory of one call ``fn()`` (:func:`peak_temp_bytes`) in MiB and as a
+    multiple of ``scores_bytes`` (the bytes of the scores it reads), keyed as
+    :data:`PEAK_COLUMNS`."""
+    got = peak_temp_bytes(fn)
+    return {"peak MiB": got / float(1 << 20), "peak x scores": got / float(scores_bytes)}
