@@ -20,6 +20,7 @@ import torch
 from _hang_guard import run
 from ignite.engine import Engine
 
+import rankstream.core.backends.torch as torch_backend
 import rankstream.ignite as ri
 from benchmarks.common import peak_temp_bytes
 from rankstream import ListMetrics as ListMetricsKernel
@@ -156,12 +157,14 @@ def test_tiled_counts_give_the_relevant_count_of_every_list(batch):
     assert engine.run([(s, y)]).metrics["r"] == pytest.approx([1.0])
 
 
-def garbage_masked_batch(b: int = 64, n: int = 4096, seed: int = 1):
-    """A batch large enough for the tiled passes (several row tiles), with tied scores, a few
-    relevant items per list, several lists with R past 20, and NaN, +inf and -inf labels on
-    masked items only (what a masked item holds must not count)."""
+def garbage_masked_batch(b: int = 64, n: int = 4096, seed: int = 1, ties: bool = True):
+    """A batch large enough for the tiled passes (several row tiles), with tied scores (or none:
+    ``ties=False``), a few relevant items per list, several lists with R past 20, and NaN, +inf
+    and -inf labels on masked items only (what a masked item holds must not count)."""
     g = torch.Generator().manual_seed(seed)
     scores = torch.randint(0, 400, (b, n), generator=g).float()  # many ties
+    if not ties:  # no tie anywhere: every row keeps the masked top-k as selected
+        scores = torch.randperm(b * n, generator=g).reshape(b, n).float()
     labels = (torch.rand(b, n, generator=g) < 0.01).float() * torch.randint(1, 4, (b, n), generator=g)
     labels[: b // 4, :60] = 1.0  # R past the metrics' k on a quarter of the lists
     mask = torch.rand(b, n, generator=g) > 0.2
@@ -173,8 +176,18 @@ def garbage_masked_batch(b: int = 64, n: int = 4096, seed: int = 1):
     return scores, labels, mask
 
 
-def test_masked_tiled_batches_give_the_reference_values_through_an_engine():
-    s, y, m = garbage_masked_batch()
+@pytest.fixture(params=["tiled top-k", "default"])
+def masked_topk_tiles(request, monkeypatch):
+    """The masked top-k in row tiles from this batch's size on (its default, 2^21 values, is
+    past the batches of these tests), or at its default (one masked copy here)."""
+    if request.param == "tiled top-k":
+        monkeypatch.setattr(torch_backend, "_TILED_TOPK", 1 << 16)
+    return request.param
+
+
+@pytest.mark.parametrize("ties", [True, False])
+def test_masked_tiled_batches_give_the_reference_values_through_an_engine(masked_topk_tiles, ties):
+    s, y, m = garbage_masked_batch(ties=ties)
     names = {
         "ndcg@10": ref.ndcg,
         "map@5": ref.average_precision,
@@ -197,7 +210,7 @@ def n_items(s) -> int:
     return int(s.shape[1])
 
 
-def test_r_precision_from_the_top_max_r_matches_the_reference_on_ties_and_masks():
+def test_r_precision_from_the_top_max_r_matches_the_reference_on_ties_and_masks(masked_topk_tiles):
     s, y, m = garbage_masked_batch(seed=2)
     for out, masks in (((s, y.nan_to_num(0.0, 0.0, 0.0)), None), ((s, y, {"mask": m}), m.tolist())):
         engine = Engine(lambda e, b: b)

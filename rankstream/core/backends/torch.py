@@ -58,6 +58,11 @@ def _count_dtype(n: int) -> Any:
 _TILE = 1 << 21
 
 
+#: below this many values a masked ``topk`` masks a copy of the whole array (at most 8 MiB of
+#: float32): per tile it makes two calls, and on smaller arrays their overhead would show
+_TILED_TOPK = _TILE
+
+
 def _tiles(b: int, n: int, share: int = 8) -> list[tuple[slice, slice]]:
     """``(rows, columns)`` slices covering a ``(b, n)`` array in row-major tiles of at most
     ``min(_TILE, b * n / share)`` values (at least 4096): whole rows where a row fits, else runs of
@@ -264,7 +269,7 @@ class TorchOps(Ops):
         fill = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
         b, n = int(x.shape[0]), int(x.shape[1])
         step = _row_step(b, n)
-        if not _cpu(x) or ws is None or x.numel() < _SMALL or step >= b:
+        if not _cpu(x) or ws is None or x.numel() < _TILED_TOPK or step >= b:
             return self.topk(torch.where(valid, x, fill), k)
         vals = torch.empty((b, k), dtype=x.dtype)
         idx = torch.empty((b, k), dtype=torch.int64)
