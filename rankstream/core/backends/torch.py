@@ -58,6 +58,10 @@ def _count_dtype(n: int) -> Any:
 _TILE = 1 << 21
 
 
+#: the fewest values of a tile (1 MiB of float32): each tile costs every op of a pass once more,
+#: and on smaller tiles that overhead shows (measured: a rank update at 256 x 5,000 with a few
+#: positives per row made some 1,500 calls in tiles of a sixteenth, 1.8x its time in one pass)
+_MIN_TILE = 1 << 18
 #: below this many values a masked ``topk`` masks a copy of the whole array (at most 8 MiB of
 #: float32): per tile it makes two calls, and on smaller arrays their overhead would show
 _TILED_TOPK = _TILE
@@ -67,7 +71,7 @@ def _tiles(b: int, n: int, share: int = 8) -> list[tuple[slice, slice]]:
     """``(rows, columns)`` slices covering a ``(b, n)`` array in row-major tiles of at most
     ``min(_TILE, b * n / share)`` values (at least 4096): whole rows where a row fits, else runs of
     one row's columns."""
-    budget = max(min(_TILE, (b * n) // share), 1 << 12)
+    budget = max(min(_TILE, (b * n) // share), _MIN_TILE)
     if n <= budget:
         step = budget // n
         return [(slice(a, min(a + step, b)), slice(0, n)) for a in range(0, b, step)]
