@@ -353,10 +353,15 @@ def list_batch(
             weights = ops.cast(w, acc)
     if negative_labels == "mask":
         # Padding: every label not >= 0 (negative, -inf and NaN, as keras-rs's `labels >= 0`).
-        # One cheap read where reading is free: without such labels no mask is built.
-        keep = y >= 0
-        if not (read_back and ops.can_read(y)) or not ops.host_bools(ops.all(keep))[0]:
-            mask = keep if mask is None else mask & keep
+        # One cheap read where reading is free: a smallest label >= 0 and a finite sum (no NaN)
+        # mean no padding, and then no mask (a bool per label) is built.
+        if not ops.is_bool(y):
+            clean = read_back and ops.can_read(y)
+            if clean and 0 not in _shape(y):
+                clean = ops.host_bools((ops.amin(y) >= 0) & ops.isfinite(ops.sum(y)))[0]
+            if not clean:
+                keep = y >= 0
+                mask = keep if mask is None else mask & keep
     if item_weights and weights is not None:
         keep = weights > 0  # False for NaN too
         weights = ops.where(keep, weights, 0.0)

@@ -96,6 +96,7 @@ OPS_METHODS = (
     "isfinite",
     "any",
     "all",
+    "amin",
     "and_not",
     # counting passes (the fast paths, with the instance's workspace)
     "count_relevant",

@@ -262,6 +262,9 @@ class KerasOps(Ops):
     def all(self, x: Array, axis: Any = None) -> Array:
         return self.k.all(x, axis=axis)
 
+    def amin(self, x: Array) -> Array:
+        return self.k.min(x)
+
     def isfinite(self, x: Array) -> Array:
         return self.k.isfinite(x)
 

@@ -180,6 +180,9 @@ class NumpyOps(Ops):
     def all(self, x: Array, axis: Any = None) -> Array:
         return np.logical_and.reduce(x, axis=axis)
 
+    def amin(self, x: Array) -> Array:
+        return np.minimum.reduce(x, axis=None)
+
     def and_not(self, a: Array, b: Array) -> Array:
         return a & ~b
 

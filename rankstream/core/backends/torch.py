@@ -388,6 +388,9 @@ class TorchOps(Ops):
     def all(self, x: Array, axis: Any = None) -> Array:
         return torch.all(x) if axis is None else torch.all(x, dim=axis)
 
+    def amin(self, x: Array) -> Array:
+        return torch.amin(x)
+
     def and_not(self, a: Array, b: Array) -> Array:
         return a > b  # one pass on bool tensors: a & ~b
 
