@@ -31,7 +31,7 @@ import logging
 import torch
 
 from benchmarks.common import PEAK_COLUMNS, interleaved_ms, markdown_table, peak_columns
-from rankstream.core.metrics.rank_family import METRICS
+from rankstream.core.ranks.families import METRICS
 from rankstream.ignite import RANK_TYPES, RankBasedMetrics
 
 KS = (1, 3, 5, 10)

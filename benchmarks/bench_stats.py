@@ -25,8 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rankstream.core import stats
-from rankstream.rank_based import GeometricMeanRank, InverseHarmonicMeanRank
+from rankstream.core.ranks import stats
+from rankstream.pykeen import GeometricMeanRank, InverseHarmonicMeanRank
 
 
 def make_case(num_tasks: int, max_n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

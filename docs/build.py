@@ -78,7 +78,7 @@ MAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         "Rank-based metrics",
         (
             (
-                "rankstream.rank_based",
+                "rankstream.pykeen",
                 "PyKEEN-compatible metrics over arrays of ranks (Hits@k, MRR, GMR, mean rank, "
                 "their expectations, variances and adjusted forms) and a name resolver.",
             ),
@@ -322,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     modules = ["rankstream"] + [
         m.name
         for m in pkgutil.walk_packages(rankstream.__path__, "rankstream.")
-        if hasattr(importlib.import_module(m.name.rpartition(".")[0]), "__all__")
+        if m.name != "rankstream.rank_based"  # the deprecated alias of rankstream.pykeen
+        and hasattr(importlib.import_module(m.name.rpartition(".")[0]), "__all__")
     ]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -9,7 +9,7 @@ Where to start:
 * this module, the core: one kernel per list metric (`MAPKernel`, `NDCGKernel`, ...),
   `ListMetrics`, `State` (a metric's state as named sums) and `merge`, and the functional
   forms (`ndcg_at_k`, ...; `rankstream.core.functional`);
-* `rankstream.rank_based`: PyKEEN-compatible metrics over arrays of ranks;
+* `rankstream.pykeen`: PyKEEN-compatible metrics over arrays of ranks;
 * `rankstream.filtering`: candidate masks for filtered link prediction;
 * `rankstream.distributed`: all-reduce and merge of states, sampler padding weights.
 
@@ -33,7 +33,7 @@ from rankstream.core.functional import (
     reciprocal_rank_at_k,
 )
 from rankstream.core.inputs import IntegerScoresWarning, SwappedInputsWarning
-from rankstream.core.metrics import (
+from rankstream.core.lists import (
     DCGKernel,
     HitRateKernel,
     ListMetrics,

@@ -20,7 +20,7 @@ if tuple(int(p) for p in _re.findall(r"\d+", _ignite_version)[:3]) < (0, 5, 1):
         f'{_ignite_version}. Upgrade with: pip install -U "rankstream[ignite]"'
     )
 
-from rankstream.adapters.ignite import (
+from rankstream.adapters.ignite_metrics import (
     DCG,
     GMR,
     MAP,
@@ -39,7 +39,7 @@ from rankstream.adapters.ignite import (
     Recall,
     RPrecision,
 )
-from rankstream.core.metrics.rank_family import RANK_TYPES
+from rankstream.core.ranks.families import RANK_TYPES
 
 __all__ = [
     "DCG",

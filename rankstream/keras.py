@@ -39,7 +39,7 @@ if tuple(int(p) for p in _re.findall(r"\d+", _keras.__version__)[:2]) < (3, 6):
         'Upgrade with: pip install -U "rankstream[keras]"'
     )
 
-from rankstream.adapters.keras import (
+from rankstream.adapters.keras_metrics import (
     DCG,
     GMR,
     MAP,
@@ -61,7 +61,7 @@ from rankstream.adapters.keras import (
     default_gain_fn,
     default_rank_discount_fn,
 )
-from rankstream.core.metrics.rank_family import RANK_TYPES
+from rankstream.core.ranks.families import RANK_TYPES
 
 __all__ = [
     "DCG",

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from _hang_guard import HANG_GUARD_S
 
-from rankstream.core.metrics.rank_family import RANK_TYPES
+from rankstream.core.ranks.families import RANK_TYPES
 
 import reference as R
 

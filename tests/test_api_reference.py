@@ -26,7 +26,7 @@ PUBLIC = (
     "rankstream",
     "rankstream.ignite",
     "rankstream.keras",
-    "rankstream.rank_based",
+    "rankstream.pykeen",
     "rankstream.filtering",
     "rankstream.distributed",
 )
@@ -37,7 +37,7 @@ MAP_ORDER = [
     "rankstream",
     "rankstream.core.functional",
     "rankstream.core.state",
-    "rankstream.rank_based",
+    "rankstream.pykeen",
     "rankstream.filtering",
     "rankstream.distributed",
 ]
@@ -47,9 +47,9 @@ VARIADIC = {
     # any number of states: nothing is hidden
     "rankstream.core.state.merge": "states",
     # the keyword arguments of whatever metric the name resolves to
-    "rankstream.rank_based.resolve": "kwargs",
+    "rankstream.pykeen.resolve": "kwargs",
     # PyKEEN's API: the constructor arguments of a base metric the caller chooses
-    "rankstream.rank_based.DerivedRankBasedMetric.__init__": "kwargs",
+    "rankstream.pykeen.DerivedRankBasedMetric.__init__": "kwargs",
 }
 #: a reference to a private name in a reST role (``:class:`_ListMetric```, ``~a._b.C``)
 PRIVATE_ROLE = re.compile(r":[a-z]+:`~?(?:[\w.]*\.)?_[A-Za-z]\w*[^`]*`")
@@ -259,7 +259,7 @@ def test_landing_page_is_the_module_map(docs):
     assert [name for name, _ in mapped[: len(MAP_ORDER)]] == MAP_ORDER
     for name, text in mapped[: len(MAP_ORDER)]:
         assert len(text) > 20, f"{name}: no description on the landing page ({text!r})"
-    assert "rankstream.core.metrics.ndcg" in [name for name, _ in mapped]  # the rest, after the map
+    assert "rankstream.core.lists.ndcg" in [name for name, _ in mapped]  # the rest, after the map
     for name in MAP_ORDER:
         assert (out / (name.replace(".", "/") + ".html")) in pages
 

@@ -24,7 +24,7 @@ BACKEND_NAMES = {"numpy", "torch", "keras", "jax", "tensorflow", "mps", "cuda"}
 
 def _keras_ops_class() -> type:
     pytest.importorskip("keras")
-    from rankstream.core.backends.keras import KerasOps
+    from rankstream.core.backends.keras_ops import KerasOps
 
     return KerasOps
 
@@ -114,7 +114,7 @@ def test_functional_forms_take_their_kernels_arguments_and_defaults():
     from dataclasses import fields
 
     from rankstream import MAPKernel, NDCGKernel, map_at_k, ndcg_at_k
-    from rankstream.core.metrics.lists import ListConventions
+    from rankstream.core.lists.base import ListConventions
 
     for fn, kernel in ((map_at_k, MAPKernel), (ndcg_at_k, NDCGKernel)):
         params = inspect.signature(fn).parameters

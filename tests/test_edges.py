@@ -22,10 +22,10 @@ from ignite.engine import Engine
 from ignite.exceptions import NotComputableError
 
 import rankstream
-import rankstream.rank_based
+import rankstream.pykeen
 from rankstream import MAPKernel, NDCGKernel, State, map_at_k, ndcg_at_k
 from rankstream.core.backends import read_back
-from rankstream.core.metrics.rank_based import RankKernel
+from rankstream.core.ranks.kernel import RankKernel
 from rankstream.ignite import (
     GMR,
     MAP,
@@ -476,7 +476,7 @@ def test_meta_and_complex_tensors_are_refused():
     with pytest.raises(TypeError, match=r"\by\b.*complex"):
         ndcg_at_k(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.complex64), 1)
     with pytest.raises(TypeError, match="ranks"):
-        rankstream.rank_based.HitsAtK(1)(np.array([1 + 1j, 2.0]))
+        rankstream.pykeen.HitsAtK(1)(np.array([1 + 1j, 2.0]))
 
 
 # ------------------------------------------------------------------------------------------

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from rankstream.core.backends import host_batches, torch_ops
 from rankstream.core.backends.torch import _HOST, TorchHostOps
-from rankstream.core.metrics import MAPKernel, NDCGKernel
-from rankstream.core.metrics.collection import ListMetrics as ListMetricsKernel
-from rankstream.core.metrics.collection import make_kernel
+from rankstream.core.lists import MAPKernel, NDCGKernel
+from rankstream.core.lists.collection import ListMetrics as ListMetricsKernel
+from rankstream.core.lists.collection import make_kernel
 from rankstream.ignite import NDCG
 
 

@@ -26,7 +26,7 @@ from pykeen.evaluation.evaluator import create_sparse_positive_filter_, filter_s
 from pykeen.metrics.ranking import AdjustedHitsAtK, ZHitsAtK
 from pykeen.models import TransE
 
-from rankstream.core.metrics.rank_family import RANK_TYPES
+from rankstream.core.ranks.families import RANK_TYPES
 from rankstream.filtering import FilterIndex, macro_weights
 from rankstream.ignite import RankBasedMetrics
 

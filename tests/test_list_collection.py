@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ignite.engine import Engine
 
 from rankstream import State
-from rankstream.core.metrics.collection import ListMetrics, make_kernel, parse_name
+from rankstream.core.lists.collection import ListMetrics, make_kernel, parse_name
 
 # every test on both paths of a CPU torch batch (numpy views and torch itself)
 pytestmark = pytest.mark.usefixtures("list_path")

@@ -329,7 +329,7 @@ def test_mrr_is_list_wise_and_the_per_positive_one_keeps_its_name():
     assert run_engine(rsi.MRR(top_k=[1, 2]), [(y_pred, y)]) == [0.0, 0.5]  # first relevant at rank 2
     per_positive = run_engine(rsi.InverseHarmonicMeanRank(), [(y_pred, y)])  # ranks 2 and 3 among negatives
     assert per_positive == pytest.approx((1 / 2 + 1 / 3) / 2)
-    import rankstream.rank_based as R
+    import rankstream.pykeen as R
 
     assert R.MRR().key == "inverse_harmonic_mean_rank"
 

@@ -12,7 +12,7 @@ from ignite.engine import Engine
 
 from rankstream import State, recall_at_k
 from rankstream.core.backends import read_back
-from rankstream.core.metrics.collection import make_kernel
+from rankstream.core.lists.collection import make_kernel
 from rankstream.ignite import DCG, MAP, MRR, NDCG, HitRate, ListMetrics, Precision, Recall, RPrecision
 
 import reference as R

@@ -196,7 +196,7 @@ def test_core_imports_and_computes_without_any_framework():
     proc = run_python(
         """
         import numpy as np
-        import rankstream, rankstream.rank_based
+        import rankstream, rankstream.pykeen
         print(rankstream.map_at_k(np.array([[3.0, 2.0, 1.0]]), np.array([[0.0, 1.0, 1.0]]), k=[3]))
         frameworks = {"torch", "ignite", "keras", "jax", "tensorflow"}
         print(sorted(m for m in sys.modules if m.split(".")[0] in frameworks))
@@ -311,3 +311,21 @@ def test_demo_without_matplotlib_says_which_extra_before_training():
     assert proc.returncode != 0
     assert 'pip install "rankstream[examples]"' in proc.stderr
     assert "epoch" not in proc.stdout  # it failed before training
+
+
+def test_rank_based_is_a_deprecated_alias_of_pykeen():
+    proc = run_python(
+        """
+        import warnings
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as caught:
+            import rankstream.rank_based as old
+            import rankstream.rank_based  # a second import: no second warning
+            from rankstream.rank_based import HitsAtK, resolve
+        import rankstream.pykeen as new
+        print(len(caught), caught[0].category.__name__, "rankstream.pykeen" in str(caught[0].message))
+        print(old is new, HitsAtK is new.HitsAtK, resolve("hits@3").k)
+        """
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-2:] == ["1 DeprecationWarning True", "True True 3"]

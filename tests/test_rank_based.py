@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import rankstream.rank_based as R
+import rankstream.pykeen as R
 
 P = pytest.importorskip("pykeen.metrics.ranking")
 torch = pytest.importorskip("torch")

@@ -1,4 +1,4 @@
-"""The rank-family registry (rankstream.core.metrics.rank_family): keys, directions and the
+"""The rank-family registry (rankstream.core.ranks.families): keys, directions and the
 chance adjustments against PyKEEN 1.11.1, and one definition shared by the PyKEEN-compatible
 classes (rankstream.rank_based) and the streamed kernel (RankKernel)."""
 
@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 
-import rankstream.core.metrics.rank_based as RB
-import rankstream.rank_based as R
-from rankstream.core import stats as S
-from rankstream.core.metrics import rank_family as F
+import rankstream.core.ranks.kernel as RB
+import rankstream.pykeen as R
+from rankstream.core.ranks import families as F
+from rankstream.core.ranks import stats as S
 from rankstream.core.state import State
 
 P = pytest.importorskip("pykeen.metrics.ranking")

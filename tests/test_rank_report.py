@@ -19,9 +19,9 @@ from pykeen.evaluation.rank_based_evaluator import RankBasedMetricResults
 from pykeen.metrics import ranking as pk
 from scipy import stats as sps
 
-from rankstream.core import stats
-from rankstream.core.metrics.rank_based import RankKernel
-from rankstream.core.metrics.rank_family import RANK_TYPES
+from rankstream.core.ranks import stats
+from rankstream.core.ranks.families import RANK_TYPES
+from rankstream.core.ranks.kernel import RankKernel
 from rankstream.core.state import State
 from rankstream.ignite import ListMetrics, RankBasedMetrics
 

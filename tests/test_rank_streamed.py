@@ -23,8 +23,9 @@ from ignite.exceptions import NotComputableError
 from pykeen.evaluation.ranks import Ranks
 from pykeen.metrics import ranking as pk
 
-from rankstream.core import backends, stats
-from rankstream.core.metrics.rank_based import RankKernel, per_task_ranks
+from rankstream.core import backends
+from rankstream.core.ranks import stats
+from rankstream.core.ranks.kernel import RankKernel, per_task_ranks
 from rankstream.core.state import State
 from rankstream.ignite import (
     GMR,

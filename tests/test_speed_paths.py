@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import torch
 
-import rankstream.core.metrics.lists as lists_module
-import rankstream.core.metrics.ndcg as ndcg_module
-import rankstream.core.ranking as ranking
+import rankstream.core.lists.base as lists_module
+import rankstream.core.lists.ndcg as ndcg_module
+import rankstream.core.topk as ranking
 from rankstream.core.backends import Workspace, numpy_ops, torch_ops
-from rankstream.core.metrics import DCGKernel, MAPKernel, NDCGKernel, PrecisionKernel
+from rankstream.core.lists import DCGKernel, MAPKernel, NDCGKernel, PrecisionKernel
 from rankstream.ignite import MAP, NDCG, ListMetrics
 
 # the fast paths below on both paths of a CPU torch batch (numpy views and torch itself)

@@ -1,4 +1,4 @@
-"""Tests for rankstream.core.stats: closed forms, streaming forms, and the GMR error bound.
+"""Tests for rankstream.core.ranks.stats: closed forms, streaming forms, and the GMR error bound.
 
 Reference values come from exhaustive enumeration (itertools.product over all rank vectors),
 exact rational sums (fractions), math.fsum over all ranks, or mpmath at 40 digits; never from
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rankstream.core import stats as S
+from rankstream.core.ranks import stats as S
 
 torch = pytest.importorskip("torch")
 

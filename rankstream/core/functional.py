@@ -5,7 +5,7 @@ relevant item get the value 0 (use ``return_counted=True`` to tell them apart), 
 lists whose items are all masked (never counted: a list without an item is not a list).
 
 Each function is generated from its kernel (:func:`per_list_function`): the same arguments,
-with the same defaults, as the kernel and its :class:`~rankstream.core.metrics.lists.ListConventions`.
+with the same defaults, as the kernel and its :class:`~rankstream.core.lists.base.ListConventions`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from rankstream.core.backends import Array  # noqa: F401  (the kernels' annotations name it)
 from rankstream.core.inputs import check_positive_ints
-from rankstream.core.metrics import (
+from rankstream.core.lists import (
     DCGKernel,
     HitRateKernel,
     MAPKernel,
@@ -27,7 +27,7 @@ from rankstream.core.metrics import (
     ReciprocalRankKernel,
     RPrecisionKernel,
 )
-from rankstream.core.metrics.lists import ListConventions, ListKernel
+from rankstream.core.lists.base import ListConventions, ListKernel
 
 __all__ = [
     "dcg_at_k",

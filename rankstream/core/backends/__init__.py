@@ -2,7 +2,7 @@
 
 * :mod:`~rankstream.core.backends.numpy` (the functional forms, :class:`~rankstream.State`),
 * :mod:`~rankstream.core.backends.torch` (the Ignite adapter; torch tensors anywhere),
-* :mod:`~rankstream.core.backends.keras` (the Keras adapter on JAX and TensorFlow; Keras on
+* :mod:`~rankstream.core.backends.keras_ops` (the Keras adapter on JAX and TensorFlow; Keras on
   torch hands torch tensors to the torch backend).
 
 Kernels, ranking and inputs are written once against :class:`Ops` and receive it in a

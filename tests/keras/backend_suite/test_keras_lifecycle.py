@@ -9,7 +9,7 @@ import krs_reference as ref
 import numpy as np
 import pytest
 
-from rankstream.core.metrics.map import MAPKernel
+from rankstream.core.lists.map import MAPKernel
 from rankstream.keras import MAP, NDCG, KernelMetric
 
 

@@ -19,8 +19,8 @@ import torch
 import rankstream.ignite as rs_ignite
 from rankstream.core import backends
 from rankstream.core.backends import Context
-from rankstream.core.backends.keras import keras_ops
-from rankstream.core.metrics import rank_based
+from rankstream.core.backends.keras_ops import keras_ops
+from rankstream.core.ranks import kernel as rank_based
 from rankstream.keras import (
     GMR,
     ArithmeticMeanRank,

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 
-from rankstream.core.metrics.rank_family import RANK_TYPES
+from rankstream.core.ranks.families import RANK_TYPES
 from rankstream.keras import RankBasedMetrics
 
 from pykeen_reference import naive_tasks, pykeen_report

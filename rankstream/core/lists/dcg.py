@@ -7,7 +7,7 @@ label of the item ranked ``j``-th by the scores::
 
 Defaults as keras-rs ``DCG``: ``g(y) = 2^y - 1`` (``gain="exp_rank"``; ``"linear_rank"`` is
 ``g(y) = y``, or any callable on arrays) and ``d(j) = 1 / log2(j + 1)`` (or any callable of the
-1-based rank); the gain and discount code is :class:`~rankstream.core.metrics.ndcg.NDCGKernel`'s,
+1-based rank); the gain and discount code is :class:`~rankstream.core.lists.ndcg.NDCGKernel`'s,
 so ``nDCG@k = DCG@k / IDCG@k`` of the same options. With ``relevance_threshold=t`` labels below
 ``t`` count as 0 before the gain; ``None`` (default) uses the labels as they are. A list is
 relevant when it holds a label ``> 0`` (``>= t``); lists without one are skipped or count 0
@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rankstream.core.backends import Array
-from rankstream.core.metrics.lists import ListOutput, Selection
-from rankstream.core.metrics.ndcg import NDCGKernel
+from rankstream.core.lists.base import ListOutput, Selection
+from rankstream.core.lists.ndcg import NDCGKernel
 
 
 class DCGKernel(NDCGKernel):
-    """DCG@k for every ``k`` in ``top_k``. Args as :class:`~rankstream.core.metrics.ndcg.NDCGKernel`
+    """DCG@k for every ``k`` in ``top_k``. Args as :class:`~rankstream.core.lists.ndcg.NDCGKernel`
     (``relevance_threshold`` default None: the labels as they are, keras-rs's)."""
 
     name = "dcg"

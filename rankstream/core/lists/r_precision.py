@@ -7,7 +7,7 @@ For one list with binary relevance ``rel_j`` of the item ranked ``j``-th by the 
 
 (trec_eval ``Rprec``, torchmetrics ``RetrievalRPrecision``). There is no ``k``: ``R`` differs
 per list. Relevance, masks, the ``empty`` policy and per-item weights as in
-:mod:`~rankstream.core.metrics.precision`; the result is one float.
+:mod:`~rankstream.core.lists.precision`; the result is one float.
 
 Cost: where values are read back (CPU, eager), one counting pass gives ``R`` of every list
 (row tiles, shared with the metric's own ``R``), and the selection is the top ``max R`` of the
@@ -26,15 +26,15 @@ import numpy as np
 
 from rankstream.core.backends import Context
 from rankstream.core.inputs import ListBatch
-from rankstream.core.metrics.lists import ListOutput, Selection
-from rankstream.core.metrics.precision import BinaryListKernel
+from rankstream.core.lists.base import ListOutput, Selection
+from rankstream.core.lists.precision import BinaryListKernel
 
 WHOLE_LIST = 2**31 - 1  # a top_k past the end of any list: the selection is the whole list
 
 
 class RPrecisionKernel(BinaryListKernel):
     """R-precision. Args: the conventions of
-    :class:`~rankstream.core.metrics.lists.ListConventions` as keywords."""
+    :class:`~rankstream.core.lists.base.ListConventions` as keywords."""
 
     name = "r_precision"
 

@@ -25,7 +25,7 @@ or, for ``"min"``, the sum of the ``k`` largest ``w_i rel_i`` (the best reachabl
 
 from __future__ import annotations
 
-from rankstream.core.metrics.lists import ListKernel, ListOutput, Selection
+from rankstream.core.lists.base import ListKernel, ListOutput, Selection
 
 DENOMINATORS = ("min", "all")
 
@@ -34,7 +34,7 @@ class MAPKernel(ListKernel):
     """MAP@k for every ``k`` in ``top_k`` from one top-``max(k)`` selection.
 
     Args: ``top_k``; ``denominator`` (``"min"`` or ``"all"``); the conventions of
-    :class:`~rankstream.core.metrics.lists.ListConventions` as keywords (``relevance_threshold``
+    :class:`~rankstream.core.lists.base.ListConventions` as keywords (``relevance_threshold``
     default None: ``label > 0``)."""
 
     name = "map"

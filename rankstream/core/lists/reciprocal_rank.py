@@ -8,19 +8,19 @@ For one list with binary relevance ``rel_j`` of the item ranked ``j``-th by the 
 trec_eval ``recip_rank`` / ir_measures ``RR@k``; not PyKEEN's per-positive
 ``InverseHarmonicMeanRank``). Computed as ``sum_{j <= k} first_j / j`` where ``first_j`` marks
 the position whose cumulative relevance first reaches 1. Relevance, masks, the ``empty`` policy
-and per-item weights as in :mod:`~rankstream.core.metrics.precision`. Cost: one
+and per-item weights as in :mod:`~rankstream.core.lists.precision`. Cost: one
 top-``max(k)`` selection, two cumulative sums, one count of the relevant items.
 """
 
 from __future__ import annotations
 
-from rankstream.core.metrics.lists import ListOutput, Selection
-from rankstream.core.metrics.precision import BinaryListKernel
+from rankstream.core.lists.base import ListOutput, Selection
+from rankstream.core.lists.precision import BinaryListKernel
 
 
 class ReciprocalRankKernel(BinaryListKernel):
     """RR@k for every ``k`` in ``top_k``. Args: ``top_k``; the conventions of
-    :class:`~rankstream.core.metrics.lists.ListConventions` as keywords."""
+    :class:`~rankstream.core.lists.base.ListConventions` as keywords."""
 
     name = "reciprocal_rank"
 

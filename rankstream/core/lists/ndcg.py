@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rankstream.core.backends import Array, get_ops
-from rankstream.core.metrics.lists import ListKernel, ListOutput, Selection, call_user
+from rankstream.core.lists.base import ListKernel, ListOutput, Selection, call_user
 
 GAIN_NAMES = ("exp_rank", "linear_rank")
 #: up to this many ranked labels per batch the ranking's and the ideal labels go through the gains
@@ -55,7 +55,7 @@ class NDCGKernel(ListKernel):
 
     Args: ``top_k``; ``gain`` (``"exp_rank"``, ``"linear_rank"`` or a callable), ``discount``
     (a callable of the 1-based rank, or None); the conventions of
-    :class:`~rankstream.core.metrics.lists.ListConventions` as keywords
+    :class:`~rankstream.core.lists.base.ListConventions` as keywords
     (``relevance_threshold`` default 1.0, ignite's)."""
 
     name = "ndcg"
@@ -110,7 +110,7 @@ class NDCGKernel(ListKernel):
     def dcg(self, sel: Selection) -> tuple[Array, Array]:
         """``(c, DCG)``: the discounts truncated at every ``k`` ``(K, len(top_k))`` (see
         :meth:`discount_cuts`) and ``DCG@k`` ``(B, len(top_k))`` of the ranking (shared with
-        :class:`~rankstream.core.metrics.dcg.DCGKernel`)."""
+        :class:`~rankstream.core.lists.dcg.DCGKernel`)."""
         cuts = self.discount_cuts(sel)
         gains = self._gains(sel, sel.labels)
         if sel.in_list is not None:
@@ -128,7 +128,7 @@ class NDCGKernel(ListKernel):
 
     def discount_cuts(self, sel: Selection) -> Array:
         """The discounts truncated after every ``k`` ``(K, len(top_k))``: ``gains @ cuts`` is
-        ``DCG@k`` at every ``k`` (:meth:`~rankstream.core.metrics.lists.ListKernel.cut_weights`).
+        ``DCG@k`` at every ``k`` (:meth:`~rankstream.core.lists.base.ListKernel.cut_weights`).
         The default ones are kept by the instance where values are read back (eager, so
         nothing traced is kept)."""
         make = lambda: self.cut_weights(sel, self.discounts(sel))  # noqa: E731

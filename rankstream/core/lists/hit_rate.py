@@ -7,19 +7,19 @@ For one list with binary relevance ``rel_j`` of the item ranked ``j``-th by the 
 (ignite 0.5.5 ``rec_sys.HitRate``, torchmetrics ``RetrievalHitRate``; ``k`` past the end of a
 list is clipped to the list, where ignite raises). Relevance, masks, the ``empty`` policy
 (ignite's ``ignore_zero_hits``) and per-item weights as in
-:mod:`~rankstream.core.metrics.precision`. Cost: one top-``max(k)`` selection, one cumulative
+:mod:`~rankstream.core.lists.precision`. Cost: one top-``max(k)`` selection, one cumulative
 sum, one count of the relevant items.
 """
 
 from __future__ import annotations
 
-from rankstream.core.metrics.lists import ListOutput, Selection
-from rankstream.core.metrics.precision import BinaryListKernel
+from rankstream.core.lists.base import ListOutput, Selection
+from rankstream.core.lists.precision import BinaryListKernel
 
 
 class HitRateKernel(BinaryListKernel):
     """HR@k for every ``k`` in ``top_k``. Args: ``top_k``; the conventions of
-    :class:`~rankstream.core.metrics.lists.ListConventions` as keywords."""
+    :class:`~rankstream.core.lists.base.ListConventions` as keywords."""
 
     name = "hit_rate"
 

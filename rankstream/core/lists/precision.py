@@ -18,7 +18,7 @@ sum, one count of the relevant items.
 
 from __future__ import annotations
 
-from rankstream.core.metrics.lists import Array, ListKernel, ListOutput, Selection
+from rankstream.core.lists.base import Array, ListKernel, ListOutput, Selection
 
 
 class BinaryListKernel(ListKernel):
@@ -57,7 +57,7 @@ class BinaryListKernel(ListKernel):
 
 class PrecisionKernel(BinaryListKernel):
     """P@k for every ``k`` in ``top_k``. Args: ``top_k``; ``denominator`` (``"k"`` or
-    ``"valid"``); the conventions of :class:`~rankstream.core.metrics.lists.ListConventions`."""
+    ``"valid"``); the conventions of :class:`~rankstream.core.lists.base.ListConventions`."""
 
     name = "precision"
 

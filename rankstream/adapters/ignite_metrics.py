@@ -21,7 +21,7 @@ from ignite.metrics.metric import EpochWise, Metric, MetricUsage, reinit__is_red
 
 from rankstream.core.backends import torch_ops
 from rankstream.core.inputs import as_array, unpack_output
-from rankstream.core.metrics import (
+from rankstream.core.lists import (
     DCGKernel,
     HitRateKernel,
     MAPKernel,
@@ -31,9 +31,9 @@ from rankstream.core.metrics import (
     ReciprocalRankKernel,
     RPrecisionKernel,
 )
-from rankstream.core.metrics.collection import ListMetrics as CollectionKernel
-from rankstream.core.metrics.lists import ListKernel
-from rankstream.core.metrics.rank_based import (
+from rankstream.core.lists.base import ListKernel
+from rankstream.core.lists.collection import ListMetrics as CollectionKernel
+from rankstream.core.ranks.kernel import (
     KERNEL_METRICS,
     MEDIAN_BINS_PER_OCTAVE,
     MEDIAN_EXACT,
@@ -188,7 +188,7 @@ class KernelMetric(Metric):
 
     Args:
         kernel: the metric's definition, e.g. ``rankstream.MAPKernel(top_k=[5, 10])`` (any
-            kernel of `rankstream` or `rankstream.core.metrics.rank_based.RankKernel`).
+            kernel of `rankstream` or `rankstream.core.ranks.kernel.RankKernel`).
         output_transform: ignite's: turns the engine's output into the ``update`` input.
         device: where the state's sums are kept (float64; float32 on MPS).
         skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
@@ -781,7 +781,7 @@ class ListMetrics(KernelMetric):
     Names are written as ranx and ir_measures write them, case-insensitive: ``ndcg``, ``dcg``,
     ``map`` (``ap``), ``precision`` (``p``), ``recall`` (``r``), ``mrr`` (``rr``), ``hit_rate``
     (``hitrate``, ``success``), ``r_precision`` (``rprec``), each with ``@k`` or without (the whole list; see
-    `rankstream.core.metrics.collection`). Each metric takes the defaults of its class here
+    `rankstream.core.lists.collection`). Each metric takes the defaults of its class here
     (`MAP`: ``Z = min(R, k)``; `NDCG`, `DCG`: ``2^y - 1`` gains, labels below 1.0 count as 0;
     `Precision`: over ``k``; relevant meaning ``y > 0`` otherwise).
 
@@ -825,7 +825,7 @@ MRR = MeanReciprocalRank
 # ``(y_pred, y)`` or ``(y_pred, y, {"mask": m, "sample_weight": w})`` with ``y_pred`` scores
 # (batch, num_candidates) and ``y`` either the index of the true candidate (batch,) or binary
 # labels (batch, num_candidates) (every positive ranked against the non-positives, the filtered
-# setting). See rankstream.core.metrics.rank_based for the definitions and the state.
+# setting). See rankstream.core.ranks.kernel for the definitions and the state.
 
 
 class RankBasedMetrics(KernelMetric):
@@ -851,7 +851,7 @@ class RankBasedMetrics(KernelMetric):
     Args:
         ks: cut-offs of Hits@k.
         rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"``, or a
-            sequence of them (``rankstream.rank_based.RANK_TYPES``: all three).
+            sequence of them (``rankstream.ignite.RANK_TYPES``: all three).
         output_transform, device, skip_unrolling: as in every ignite metric.
         sides: names of the sides (``("head", "tail")``), or None.
         prefix: prepended to every key (several instances on one engine).
@@ -865,7 +865,7 @@ class RankBasedMetrics(KernelMetric):
             ``median_exact`` (64); the median's error bound follows from them.
 
     The state's sums and their report are those of
-    `rankstream.core.metrics.rank_based.RankKernel`.
+    `rankstream.core.ranks.kernel.RankKernel`.
     """
 
     def __init__(

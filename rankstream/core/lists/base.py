@@ -48,8 +48,8 @@ from rankstream.core.inputs import (
     list_values_ok,
     warn_swapped_inputs,
 )
-from rankstream.core.ranking import check_ties, top_ranked
 from rankstream.core.state import check_sums
+from rankstream.core.topk import check_ties, top_ranked
 
 EMPTY_POLICIES = ("skip", "zero")
 #: ``Selection.ideal(prefix=True)`` cuts the ideal ranking after its last nonzero column from

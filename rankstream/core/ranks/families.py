@@ -11,11 +11,11 @@ looked up by name in :data:`FAMILIES`) holds what defines the metric:
 * the per-task value ``f(r)`` of a rank (``I[r <= k]``, ``1/r``, ``ln r``, ``r``) and the finish
   of the weighted mean (``exp`` for the GMR), on an array namespace ``xp``;
 * its moments under random ranking: the per-task terms and streaming contributions
-  (:mod:`rankstream.core.stats`), the closed forms over tasks, and the state fields the
+  (:mod:`rankstream.core.ranks.stats`), the closed forms over tasks, and the state fields the
   streamed kernel keeps for it.
 
-Both the PyKEEN-compatible classes (:mod:`rankstream.rank_based`) and the streamed kernel
-(:class:`rankstream.core.metrics.rank_based.RankKernel`) read it, and both use the one
+Both the PyKEEN-compatible classes (:mod:`rankstream.pykeen`) and the streamed kernel
+(:class:`rankstream.core.ranks.kernel.RankKernel`) read it, and both use the one
 implementation of the chance adjustments below: affine maps ``M* = scale * M + offset``
 whose coefficients are computed on ``xp`` (``numpy``, ``keras.ops``, or Python floats through
 numpy):
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core import stats
+from rankstream.core.ranks import stats
 
 __all__ = [
     "EPSILON",
@@ -138,7 +138,7 @@ def affine(value: Array, coefficients: tuple[Array, Array]) -> Array:
 
 
 # ==========================================================================================
-# per-task values of each family, and its moments (from :mod:`~rankstream.core.stats`) in the
+# per-task values of each family, and its moments (from :mod:`~rankstream.core.ranks.stats`) in the
 # registry's calling convention (module-level functions and partials: picklable)
 
 
@@ -219,11 +219,11 @@ class RankFamily:
         value: ``value(r, xp, k)``, the per-task value ``f(r)`` of a rank.
         finish: ``finish(m, xp)``, applied to the weighted mean of ``value`` (``exp`` for GMR).
         task_moments: ``task_moments(n, xp, k) -> (E_i, Var_i)`` of ``f(r)`` for
-            ``r ~ U{1..n}`` (:mod:`~rankstream.core.stats` closed forms), or ``None`` where the
+            ``r ~ U{1..n}`` (:mod:`~rankstream.core.ranks.stats` closed forms), or ``None`` where the
             metric is not a mean of ``f(r)`` (GMR: see ``stream_terms``).
         stream_terms: ``stream_terms(n, w, xp, k=..., order=...)``, the per-task streaming
             contributions (``stats.*_stream_terms``; for GMR the cumulant sums, reduced by
-            :func:`rankstream.core.stats.gmr_moments_from_sums` / ``gmr_moments_xp``).
+            :func:`rankstream.core.ranks.stats.gmr_moments_from_sums` / ``gmr_moments_xp``).
         expectation, variance: ``(num_candidates, weights=None, k=...) -> float``, the exact
             moments over tasks (numpy, validated).
         value_field: the state field holding ``sum w f(r)``.
@@ -309,7 +309,7 @@ class RankFamily:
         return out
 
 
-#: each family's :mod:`~rankstream.core.stats` functions: the per-task ``(E, Var)`` of ``f(r)``
+#: each family's :mod:`~rankstream.core.ranks.stats` functions: the per-task ``(E, Var)`` of ``f(r)``
 #: (none for the GMR, not a mean of ``f(r)``), the streaming contributions, and ``E`` and
 #: ``Var`` over tasks
 _STATS: dict[str, tuple[Callable[..., Any] | None, ...]] = {

@@ -46,11 +46,11 @@ comparison passes. Named ``sides`` each keep a copy of the whole layout (fields
 ``ln r`` for ``r ~ U{1..N}``: ``ln E[GMR] = sum_i ln E[r_i^{a_i}]`` with ``a_i = w_i / W``
 is not a sum over tasks (``a_i`` depends on the total ``W``), but its Taylor series in ``a`` is:
 ``sum_m F_m / (m! W^m)`` with ``F_m = sum_i w_i^m kappa_m(N_i)``
-(:func:`rankstream.core.stats.gmr_stream_terms`), kept as the Taylor coefficients ``F_m / m!``
+(:func:`rankstream.core.ranks.stats.gmr_stream_terms`), kept as the Taylor coefficients ``F_m / m!``
 (``|kappa_m|`` grows like ``(m-1)!``: ``F_m`` itself would leave float32's range at weights
 near 10 for large lists, ``F_m / m!`` only near ``(m 3.4e38)^(1/m)``); the variance uses the
 same sums, and
-``gmr_tail`` bounds the truncation error (:func:`rankstream.core.stats.gmr_moments_from_sums`,
+``gmr_tail`` bounds the truncation error (:func:`rankstream.core.ranks.stats.gmr_moments_from_sums`,
 reported as ``geometric_mean_rank_error_bound``: below 1e-13 relative from about 30 equally
 weighted tasks on with the default order 20; large or ``inf`` for a handful of tasks).
 
@@ -83,11 +83,11 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core import stats
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
 from rankstream.core.inputs import RankBatch, _shape, check_positive_ints, rank_batch, unpack_output
-from rankstream.core.metrics.rank_family import EPSILON as EPSILON
-from rankstream.core.metrics.rank_family import (
+from rankstream.core.ranks import stats
+from rankstream.core.ranks.families import EPSILON as EPSILON
+from rankstream.core.ranks.families import (
     FAMILIES,
     METRICS,
     OUTPUTS,
@@ -97,9 +97,9 @@ from rankstream.core.metrics.rank_family import (
     safe_divide,
     state_fields,
 )
+from rankstream.core.ranks.stats import DEFAULT_GMR_ORDER as DEFAULT_GMR_ORDER
+from rankstream.core.ranks.stats import FLOAT32_GMR_ORDER as FLOAT32_GMR_ORDER
 from rankstream.core.state import check_sums
-from rankstream.core.stats import DEFAULT_GMR_ORDER as DEFAULT_GMR_ORDER
-from rankstream.core.stats import FLOAT32_GMR_ORDER as FLOAT32_GMR_ORDER
 
 # RANK_TYPES (PyKEEN's order), METRICS (the families), OUTPUTS and EPSILON come from the
 # rank-family registry, the GMR orders from stats (all re-exported here)
@@ -406,12 +406,12 @@ def _ranks_of_labels(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) ->
 
 
 def _safe_divide(x: Array, y: Array, xp: Any = np) -> Array:
-    """PyKEEN's ``_safe_divide`` (:func:`rankstream.core.metrics.rank_family.safe_divide`)."""
+    """PyKEEN's ``_safe_divide`` (:func:`rankstream.core.ranks.families.safe_divide`)."""
     return safe_divide(x, y, xp)
 
 
 def _gmr_moments(total: Array, coefficients: list[Array], tail: Array, xp: Any) -> tuple[Array, Array, Array]:
-    """The one GMR reducer, :func:`rankstream.core.stats.gmr_moments_xp` (numpy or
+    """The one GMR reducer, :func:`rankstream.core.ranks.stats.gmr_moments_xp` (numpy or
     ``keras.ops``, traceable); ``coefficients[m - 1]`` is ``F_m / m!`` (the ``gmr_cumulants``
     field)."""
     return stats.gmr_moments_xp(total, coefficients, tail, xp)
@@ -466,7 +466,7 @@ class RankKernel:
             with ``form`` in ``("value", "expected", "variance", "adjusted", "z")`` (a float,
             or a list ordered by ``ks`` for Hits@k with several ``k``); one rank type, no sides.
         gmr_order: number of cumulant sums for the GMR expectation (1..20); by default
-            chosen from ``state_dtype`` (:func:`rankstream.core.stats.default_gmr_order`).
+            chosen from ``state_dtype`` (:func:`rankstream.core.ranks.stats.default_gmr_order`).
         state_dtype: the dtype the adapter keeps the state in (``"float64"`` or
             ``"float32"``; numpy/torch/keras dtype objects work too): float32 state gets
             :data:`FLOAT32_GMR_ORDER` (8) cumulant sums, float64 :data:`DEFAULT_GMR_ORDER` (20).
@@ -482,7 +482,7 @@ class RankKernel:
             error and ``-inf`` is the lowest score, a candidate.
         median_exact, median_bins_per_octave: the median's histogram: ranks below
             ``median_exact`` exactly, then ``median_bins_per_octave`` log-spaced bins per doubling
-            (:func:`rankstream.core.stats.rank_bins`); the bound of each median is reported.
+            (:func:`rankstream.core.ranks.stats.rank_bins`); the bound of each median is reported.
 
     **Report keys.** With one rank type given as a string and no sides, ``compute`` keys by
     metric (``hits_at_10``, ...). With a sequence of rank types or with sides, keys are
@@ -932,7 +932,7 @@ class RankKernel:
     def _compute(self, s: Mapping[str, Any], xp: Any) -> dict[str, Array]:
         """The values of one side and rank type on an array namespace ``xp`` (``numpy`` or
         ``keras.ops``; or of several, every field stacked along a leading axis): each family of
-        the registry (:mod:`rankstream.core.metrics.rank_family`) gives its value (``finish`` of
+        the registry (:mod:`rankstream.core.ranks.families`) gives its value (``finish`` of
         the weighted mean), its moments, and its chance-adjusted forms by the one affine
         implementation (:meth:`RankFamily.results`); then the extras and PyKEEN's inverse forms."""
         weight = s["weight"]
@@ -984,7 +984,7 @@ class RankKernel:
         """The rank's variance and standard deviation (population, weighted: ``sum w r^2 / W
         - (sum w r / W)^2``; PyKEEN's unweighted ``np.var``/``np.std`` with unit weights), the
         median rank and the median absolute deviation with their absolute error bounds
-        (:func:`rankstream.core.stats.histogram_median_xp`), and PyKEEN's inverse forms:
+        (:func:`rankstream.core.ranks.stats.histogram_median_xp`), and PyKEEN's inverse forms:
         ``harmonic_mean_rank = 1 / MRR`` and ``inverse_{arithmetic,geometric,median}_rank``."""
         out: dict[str, Array] = {}
         if "dispersion" in self.metrics:

@@ -21,11 +21,11 @@ import keras
 import numpy as np
 from keras import ops as K
 
-from rankstream.core import metrics as km
-from rankstream.core.backends import keras as kb
+from rankstream.core import lists as km
+from rankstream.core.backends import keras_ops as kb
 from rankstream.core.inputs import check_k
-from rankstream.core.metrics.ndcg import GAIN_NAMES
-from rankstream.core.metrics.rank_based import RankKernel
+from rankstream.core.lists.ndcg import GAIN_NAMES
+from rankstream.core.ranks.kernel import RankKernel
 from rankstream.core.state import Kernel, pack_state, unpack_state
 
 # k=None (the whole list): a cut-off past any list's end, which the kernels clip to the list.

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
-from rankstream.core.metrics.lists import ListKernel, checked_values, exported, list_sums, quiet
+from rankstream.core.lists.base import ListKernel, checked_values, exported, list_sums, quiet
 from rankstream.core.state import kernel_config
 
 #: k of a name without ``@k``: past any list's end, so the whole list
@@ -77,7 +77,7 @@ def parse_name(name: str) -> tuple[str, int | None]:
 def make_kernel(name: str, defaults: Mapping[str, Any] | None = None, **conventions: Any) -> ListKernel:
     """The kernel of one named metric: ``defaults[base]`` (an adapter's peer defaults for that
     metric) and then ``conventions`` as keyword arguments."""
-    from rankstream.core import metrics
+    from rankstream.core import lists as metrics
 
     base, k = parse_name(name)
     cls = getattr(metrics, _KERNELS[base])
@@ -96,7 +96,7 @@ class ListMetrics:
             conventions, e.g. ``{"map": {"denominator": "all"}}``).
         empty, ties, seed, weighting, negative_labels: the conventions of every kernel built
             from a name, with the defaults of
-            `rankstream.core.metrics.lists.ListConventions` (``"skip"``, ``"first"``, None,
+            `rankstream.core.lists.base.ListConventions` (``"skip"``, ``"first"``, None,
             ``"list"``, ``"keep"``).
         relevance_threshold: ``"each"`` (default): each metric's own (1.0 for nDCG, None for
             the others, or what ``defaults`` sets); a number or None: the same for every metric.

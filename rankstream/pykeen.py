@@ -1,0 +1,908 @@
+r"""PyKEEN-compatible rank-based metrics over arrays of ranks.
+
+The classes mirror the public API of ``pykeen.metrics.ranking`` (1.11.1): calling a metric on
+ranks (optionally with the number of candidates and per-task weights) gives a float, and
+``expected_value`` / ``variance`` / ``std`` give the moments under random ranking
+(``r_i ~ U{1..N_i}``, tasks independent).  Closed forms are O(1) per task
+(:mod:`rankstream.core.ranks.stats`), where PyKEEN builds prefix sums up to ``max N``.
+
+Base metrics (weights are scaling factors as in :func:`numpy.average`, ``W = sum w_i``):
+
+* :class:`HitsAtK`: ``sum_i w_i I[r_i <= k] / W``
+* :class:`InverseHarmonicMeanRank` (:data:`MRR`): ``sum_i w_i / r_i / W``
+* :class:`GeometricMeanRank` (:data:`GMR`): ``exp(sum_i w_i ln r_i / W)``
+* :class:`ArithmeticMeanRank` (:data:`MeanRank`, :data:`AMR`): ``sum_i w_i r_i / W``
+
+Chance-adjusted metrics are affine maps ``M* = scale * M + offset`` whose coefficients depend
+only on the candidate counts and weights:
+
+* re-indexed (``Adjusted*``): ``(M - E[M]) / (1 - E[M])``; 1 is the best value of every base
+  metric here (Hits@k and MRR reach 1, GMR and mean rank reach 1 from above), so the result is
+  1 at the optimum, 0 in expectation, and increasing;
+* z-scores (``Z*``): ``(M - E[M]) / sqrt(Var[M])``, negated for decreasing base metrics;
+* expectation-normalised :class:`AdjustedArithmeticMeanRank`: ``M / E[M]``.
+
+The base metrics' values, directions, keys and moments, and the affine coefficients of the
+chance-adjusted ones, come from the rank-family registry
+(:mod:`rankstream.core.ranks.families`), which the streamed kernel reads too.
+
+A resolver turns names into metric objects: :func:`resolve` (alias :func:`get_metric`) knows
+class names, PyKEEN's synonyms and keys, and ``name@k`` forms (``"hits@10"``, ``"h@3"``,
+``"hits_at_5"``); :func:`register` adds names or ``@k`` prefixes (``register("map@", f)`` makes
+``resolve("map@5")`` call ``f(5)``).
+
+.. note::
+    As in PyKEEN, the synonym ``"amr"`` names the *adjusted* arithmetic mean rank
+    (:class:`AdjustedArithmeticMeanRank`), while the Python alias :data:`AMR` is the plain
+    :class:`ArithmeticMeanRank`; ``resolve("mr")`` / ``resolve("mean_rank")`` give the latter.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from rankstream.core.ranks import families as _family
+from rankstream.core.ranks import stats
+from rankstream.core.ranks.families import (
+    RANK_OPTIMISTIC,
+    RANK_PESSIMISTIC,
+    RANK_REALISTIC,
+    RANK_TYPES,
+    RankFamily,
+)
+
+__all__ = [
+    "GMR",
+    "MRR",
+    "RANK_OPTIMISTIC",
+    "RANK_PESSIMISTIC",
+    "RANK_REALISTIC",
+    "RANK_TYPES",
+    "AdjustedArithmeticMeanRank",
+    "AdjustedArithmeticMeanRankIndex",
+    "AdjustedGeometricMeanRankIndex",
+    "AdjustedHitsAtK",
+    "AdjustedInverseHarmonicMeanRank",
+    "AffineTransformationParameters",
+    "ArithmeticMeanRank",
+    "DerivedRankBasedMetric",
+    "ExpectationNormalizedMetric",
+    "GeometricMeanRank",
+    "HitsAtK",
+    "InverseHarmonicMeanRank",
+    "MeanRank",
+    "NoClosedFormError",
+    "RankBasedMetric",
+    "ReindexedMetric",
+    "ValueRange",
+    "ZArithmeticMeanRank",
+    "ZGeometricMeanRank",
+    "ZHitsAtK",
+    "ZInverseHarmonicMeanRank",
+    "ZMetric",
+    "get_metric",
+    "metric_names",
+    "register",
+    "resolve",
+]
+
+
+@dataclass
+class ValueRange:
+    """The range a metric's values lie in; ``None`` bounds are unbounded."""
+
+    lower: float | None = None
+    lower_inclusive: bool = False
+    upper: float | None = None
+    upper_inclusive: bool = False
+
+    def __contains__(self, x: float) -> bool:
+        if self.lower is not None and (x < self.lower or (x == self.lower and not self.lower_inclusive)):
+            return False
+        if self.upper is not None and (x > self.upper or (x == self.upper and not self.upper_inclusive)):
+            return False
+        return True
+
+    def approximate(self, epsilon: float) -> ValueRange:
+        """The range widened by ``epsilon`` on each bounded side."""
+        return ValueRange(
+            lower=None if self.lower is None else self.lower - epsilon,
+            lower_inclusive=self.lower_inclusive,
+            upper=None if self.upper is None else self.upper + epsilon,
+            upper_inclusive=self.upper_inclusive,
+        )
+
+    @staticmethod
+    def _format(value: float | None, lower: bool) -> str:
+        if value is None:
+            return "-inf" if lower else "inf"
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+
+    def notate(self) -> str:
+        """Interval notation, e.g. ``[0, 1]`` or ``(0, 1]``."""
+        left = "[" if self.lower is not None and self.lower_inclusive else "("
+        right = "]" if self.upper is not None and self.upper_inclusive else ")"
+        return f"{left}{self._format(self.lower, True)}, {self._format(self.upper, False)}{right}"
+
+
+class NoClosedFormError(ValueError):
+    """Raised when a moment has no closed form and no number of samples was given."""
+
+
+class AffineTransformationParameters(NamedTuple):
+    """``M* = scale * M + offset``."""
+
+    scale: float = 1.0
+    offset: float = 0.0
+
+
+def _coefficients(pair: tuple[Any, Any]) -> AffineTransformationParameters:
+    """Python floats of ``(scale, offset)`` from :mod:`rankstream.core.ranks.families`'s
+    affine coefficients (computed with numpy on Python floats: the same IEEE operations)."""
+    return AffineTransformationParameters(scale=float(pair[0]), offset=float(pair[1]))
+
+
+def _camel_to_snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    return int(k)
+
+
+class _Inputs(NamedTuple):
+    ranks: np.ndarray  # shape (num_tasks,)
+    num_candidates: np.ndarray | None
+    weights: np.ndarray | None
+
+
+def _prepare_inputs(ranks: Any, num_candidates: Any, weights: Any) -> _Inputs:
+    r = stats.check_ranks(ranks, num_candidates)
+    n = None if num_candidates is None else stats.check_num_candidates(num_candidates).reshape(-1)
+    w = stats.check_weights(weights, shape=r.shape)
+    return _Inputs(r.reshape(-1), n, None if w is None else w.reshape(-1))
+
+
+def _validate_moment_inputs(num_candidates: Any, weights: Any) -> None:
+    """Validate inputs of moments that do not depend on them (constant 0 / 1)."""
+    n = stats.check_num_candidates(num_candidates)
+    stats.check_weights(weights, shape=n.shape)
+
+
+def _weighted_mean(values: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """Mean over the last axis, weighted like numpy.average."""
+    if weights is None:
+        return values.mean(axis=-1)
+    return (values * weights).sum(axis=-1) / weights.sum()
+
+
+def _evaluate_family(
+    family: RankFamily, ranks: np.ndarray, weights: np.ndarray | None, k: int | None = None
+) -> np.ndarray:
+    """``finish(sum_i w_i f(r_i) / W)`` over the last axis, ``f``/``finish`` the family's."""
+    return family.finish(_weighted_mean(family.value(ranks, np, k), weights), np)
+
+
+class RankBasedMetric(ABC):
+    """A metric computed from the ranks of the true items of independent ranking tasks."""
+
+    #: display name (as in PyKEEN)
+    name: ClassVar[str]
+    #: one-line description (see :meth:`get_description`)
+    description: ClassVar[str] = ""
+    #: alternative names accepted by :func:`resolve` (as in PyKEEN)
+    synonyms: ClassVar[Collection[str]] = ()
+    #: the values the metric can take
+    value_range: ClassVar[ValueRange]
+    #: whether larger values are better
+    increasing: ClassVar[bool]
+    #: whether the metric needs binarized scores (never, for rank-based metrics)
+    binarize: ClassVar[bool] = False
+    #: whether ``expected_value`` has a closed form
+    closed_expectation: ClassVar[bool] = False
+    #: whether ``variance`` has a closed form
+    closed_variance: ClassVar[bool] = False
+    #: whether per-task weights are supported
+    supports_weights: ClassVar[bool] = False
+    #: whether ``__call__`` needs the number of candidates of each task
+    needs_candidates: ClassVar[bool] = False
+    #: the rank types (optimistic / realistic / pessimistic) the metric may be applied to
+    supported_rank_types: ClassVar[Collection[str]] = RANK_TYPES
+    #: data-dependent bounds shown by :meth:`get_range` instead of the numeric ones
+    tight_lower: ClassVar[str | None] = None
+    tight_upper: ClassVar[str | None] = None
+    #: the rank family a base metric evaluates (:mod:`rankstream.core.ranks.families`)
+    family: ClassVar[RankFamily | None] = None
+
+    # -- metadata ---------------------------------------------------------------------------
+    @property
+    def key(self) -> str:
+        """Key for result dictionaries (as in PyKEEN): the family's key for the base metrics
+        (``hits_at_<k>``, ``inverse_harmonic_mean_rank``, ...), else the class name in snake
+        case."""
+        if self.family is not None:
+            return self.family.key(getattr(self, "k", None))
+        return _camel_to_snake(type(self).__name__)
+
+    @classmethod
+    def get_description(cls) -> str:
+        """A one-line description of the metric."""
+        if cls.description:
+            return cls.description
+        return (cls.__doc__ or cls.__name__).strip().splitlines()[0]
+
+    @classmethod
+    def get_range(cls) -> str:
+        """Interval notation of the value range (with data-dependent bounds where tight)."""
+        vr = cls.value_range
+        left = "[" if vr.lower is not None and vr.lower_inclusive else "("
+        right = "]" if vr.upper is not None and vr.upper_inclusive else ")"
+        low = cls.tight_lower if cls.tight_lower is not None else ValueRange._format(vr.lower, True)
+        high = cls.tight_upper if cls.tight_upper is not None else ValueRange._format(vr.upper, False)
+        return f"{left}{low}, {high}{right}".replace("inf", "∞")
+
+    def iter_extra_repr(self) -> Iterable[str]:
+        """Components of the ``repr`` beyond the class name."""
+        return ()
+
+    def extra_repr(self) -> str:
+        """The part of the ``repr`` inside the parentheses."""
+        return ", ".join(self.iter_extra_repr())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.extra_repr()})"
+
+    # -- evaluation -------------------------------------------------------------------------
+    @abstractmethod
+    def _evaluate(
+        self, ranks: np.ndarray, num_candidates: np.ndarray | None, weights: np.ndarray | None
+    ) -> np.ndarray:
+        """The metric for each row of ``ranks`` (shape ``(S, num_tasks)``) -> shape ``(S,)``."""
+
+    def __call__(self, ranks: Any, num_candidates: Any = None, weights: Any = None) -> float:
+        """Evaluate the metric on ranks (any shape; ``num_candidates``/``weights`` alike)."""
+        if weights is not None and not self.supports_weights:
+            raise ValueError(f"{type(self).__name__} does not support weights, got weights")
+        if self.needs_candidates and num_candidates is None:
+            raise ValueError(f"{type(self).__name__} requires num_candidates, got None")
+        inp = _prepare_inputs(ranks, num_candidates, weights)
+        return float(self._evaluate(inp.ranks[None, :], inp.num_candidates, inp.weights)[0])
+
+    # -- moments ----------------------------------------------------------------------------
+    def expected_value(
+        self, num_candidates: Any, num_samples: int | None = None, weights: Any = None, **kwargs: Any
+    ) -> float:
+        """Expected value under random ranking (closed form if available, else sampled)."""
+        return self._moment("expectation", num_candidates, num_samples, weights, kwargs)
+
+    def variance(
+        self, num_candidates: Any, num_samples: int | None = None, weights: Any = None, **kwargs: Any
+    ) -> float:
+        """Variance under random ranking (closed form if available, else sampled)."""
+        return self._moment("variance", num_candidates, num_samples, weights, kwargs)
+
+    def std(
+        self, num_candidates: Any, num_samples: int | None = None, weights: Any = None, **kwargs: Any
+    ) -> float:
+        """Standard deviation under random ranking, ``sqrt(variance(...))``."""
+        return math.sqrt(
+            self.variance(num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs)
+        )
+
+    def _moment(
+        self, moment: str, num_candidates: Any, num_samples: int | None, weights: Any, kwargs: dict[str, Any]
+    ) -> float:
+        """The ``moment`` (``"expectation"`` or ``"variance"``) behind :meth:`expected_value` and
+        :meth:`variance`; subclasses with closed forms override it.  Here: sampled
+        (:meth:`numeric_expected_value` / :meth:`numeric_variance`, ``kwargs`` passed on), or
+        :class:`NoClosedFormError` without ``num_samples``."""
+        if num_samples is None:
+            raise NoClosedFormError(f"{type(self).__name__} has no closed-form {moment}; pass num_samples")
+        numeric = self.numeric_expected_value if moment == "expectation" else self.numeric_variance
+        return numeric(num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs)
+
+    # -- sampling ---------------------------------------------------------------------------
+    def get_sampled_values(
+        self,
+        num_candidates: Any,
+        num_samples: int,
+        weights: Any = None,
+        generator: np.random.Generator | int | None = None,
+        memory_intense: bool = True,
+    ) -> np.ndarray:
+        """The metric on ``num_samples`` rank vectors drawn from ``U{1..N_i}``, shape ``(S,)``.
+
+        ``memory_intense=True`` draws all samples at once (``num_samples * num_tasks`` ranks in
+        memory); ``False`` draws and evaluates one rank vector at a time.
+        """
+        return self._sampled_values(num_candidates, num_samples, weights, generator, memory_intense)
+
+    def _sampled_values(
+        self, num_candidates: Any, num_samples: int, weights: Any, generator: Any, memory_intense: bool
+    ) -> np.ndarray:
+        """Behind :meth:`get_sampled_values`: the metric on drawn ranks (a derived metric
+        adjusts its base metric's sampled values instead)."""
+        if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) or num_samples < 1:
+            raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
+        n = stats.check_num_candidates(num_candidates)
+        w = stats.check_weights(weights, shape=n.shape)
+        n = n.reshape(-1)
+        w = None if w is None else w.reshape(-1)
+        rng = np.random.default_rng(generator)
+        high = n.astype(np.int64) + 1
+        if memory_intense:
+            ranks = rng.integers(1, high, size=(int(num_samples), n.size)).astype(np.float64)
+            return self._evaluate(ranks, n, w)
+        out = np.empty(int(num_samples), dtype=np.float64)
+        for s in range(int(num_samples)):
+            ranks = rng.integers(1, high).astype(np.float64)
+            out[s] = self._evaluate(ranks[None, :], n, w)[0]
+        return out
+
+    def numeric_expected_value(self, **kwargs: Any) -> float:
+        """Monte-Carlo estimate of the expectation (kwargs go to :meth:`get_sampled_values`)."""
+        return float(self.get_sampled_values(**kwargs).mean())
+
+    def numeric_variance(self, **kwargs: Any) -> float:
+        """Monte-Carlo estimate of the variance (unbiased, ``ddof=1``)."""
+        return float(self.get_sampled_values(**kwargs).var(ddof=1))
+
+    def _bootstrap(
+        self,
+        func: Callable[[np.ndarray], Any],
+        num_candidates: Any,
+        num_samples: int,
+        confidence_level: float = 95.0,
+        n_boot: int = 1_000,
+        generator: np.random.Generator | int | None = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        if not 50.0 < confidence_level < 100.0:
+            raise ValueError(f"confidence_level must lie in (50, 100), got {confidence_level!r}")
+        rng = np.random.default_rng(generator)
+        values = self.get_sampled_values(
+            num_candidates=num_candidates, num_samples=num_samples, generator=rng, **kwargs
+        )
+        size = values.shape[0]
+        resampled = values[rng.integers(size, size=(int(n_boot), size))]
+        estimates = np.asarray([func(row) for row in resampled])
+        half = confidence_level / 2.0
+        return np.percentile(estimates, [50.0 - half, 50.0, 50.0 + half])
+
+    def numeric_expected_value_with_ci(self, **kwargs: Any) -> np.ndarray:
+        """Bootstrap ``[low, median, high]`` of the sampled mean (``confidence_level=95``)."""
+        return self._bootstrap(func=np.mean, **kwargs)
+
+    def numeric_variance_with_ci(self, **kwargs: Any) -> np.ndarray:
+        """Bootstrap ``[low, median, high]`` of the sampled variance."""
+        return self._bootstrap(func=np.var, **kwargs)
+
+
+# ==========================================================================================
+# base metrics
+
+
+class _FamilyMetric(RankBasedMetric):
+    """A base metric of the rank family: value, direction, key and closed-form moments all
+    read from its :class:`~rankstream.core.ranks.families.RankFamily`."""
+
+    family: ClassVar[RankFamily]
+    supports_weights = True
+    closed_expectation = True
+    closed_variance = True
+
+    def _k(self) -> int | None:
+        return getattr(self, "k", None) if self.family.takes_k else None
+
+    def _evaluate(
+        self, ranks: np.ndarray, num_candidates: np.ndarray | None, weights: np.ndarray | None
+    ) -> np.ndarray:
+        return _evaluate_family(self.family, ranks, weights, self._k())
+
+    def _moment(
+        self, moment: str, num_candidates: Any, num_samples: int | None, weights: Any, kwargs: dict[str, Any]
+    ) -> float:
+        closed_form = self.family.expectation if moment == "expectation" else self.family.variance
+        return closed_form(num_candidates, weights, k=self._k())
+
+
+class HitsAtK(_FamilyMetric):
+    r"""Hits@k: the (weighted) fraction of tasks whose true item is ranked at most ``k``.
+
+    ``E = sum_i w_i p_i / W`` and ``Var = sum_i w_i^2 p_i (1 - p_i) / W^2`` with
+    ``p_i = min(k, N_i) / N_i``.
+    """
+
+    name = "Hits @ K"
+    description = "Fraction of ranking tasks whose true item is ranked within the top k."
+    value_range = ValueRange(lower=0, lower_inclusive=True, upper=1, upper_inclusive=True)
+    synonyms: ClassVar[Collection[str]] = ("h@k", "hits@k", "h@", "hits@", "hits_at_", "h_at_")
+    family = _family.HITS
+    increasing = _family.HITS.increasing
+
+    def __init__(self, k: int = 10) -> None:
+        self.k = _check_k(k)
+
+    @property
+    def key(self) -> str:
+        """``hits_at_<k>``."""
+        return self.family.key(self.k)
+
+    def iter_extra_repr(self) -> Iterable[str]:
+        yield f"k={self.k}"
+
+
+class InverseHarmonicMeanRank(_FamilyMetric):
+    r"""Mean reciprocal rank: ``sum_i w_i / r_i / W`` (the inverse harmonic mean rank).
+
+    ``E[1/r] = H_N / N`` and ``Var[1/r] = H2_N / N - (H_N / N)^2`` per task.
+    """
+
+    name = "Mean Reciprocal Rank (MRR)"
+    description = "Mean of the reciprocal ranks, i.e. the inverse of the harmonic mean rank."
+    value_range = ValueRange(lower=0, lower_inclusive=False, upper=1, upper_inclusive=True)
+    synonyms: ClassVar[Collection[str]] = ("mean_reciprocal_rank", "mrr")
+    family = _family.MRR
+    increasing = _family.MRR.increasing
+
+
+class GeometricMeanRank(_FamilyMetric):
+    r"""Geometric mean rank ``exp(sum_i w_i ln r_i / W)``.
+
+    With ``a_i = w_i / W``: ``E = exp(sum_i [ln S_{a_i}(N_i) - ln N_i])`` (a product of
+    ``E[r_i^{a_i}]``, not a difference of exponentials) and
+    ``Var = E^2 expm1(sum_i [ln S_{2a_i}(N_i) - 2 ln S_{a_i}(N_i) + ln N_i])``,
+    ``S_a(N) = sum_{j<=N} j^a``.
+    """
+
+    name = "Geometric Mean Rank (GMR)"
+    description = "Geometric mean of the ranks."
+    value_range = ValueRange(lower=1, lower_inclusive=True, upper=math.inf)
+    synonyms: ClassVar[Collection[str]] = ("gmr",)
+    family = _family.GMR
+    increasing = _family.GMR.increasing
+
+
+class ArithmeticMeanRank(_FamilyMetric):
+    r"""(Arithmetic) mean rank ``sum_i w_i r_i / W``.
+
+    ``E[r] = (N + 1) / 2`` and ``Var[r] = (N^2 - 1) / 12`` per task.
+    """
+
+    name = "Mean Rank (MR)"
+    description = "Arithmetic mean of the ranks."
+    value_range = ValueRange(lower=1, lower_inclusive=True, upper=math.inf)
+    synonyms: ClassVar[Collection[str]] = ("mean_rank", "mr")
+    family = _family.MR
+    increasing = _family.MR.increasing
+
+
+# ==========================================================================================
+# derived (chance-adjusted) metrics
+
+
+class DerivedRankBasedMetric(RankBasedMetric):
+    r"""An affine transform ``M* = scale * M + offset`` of a base metric.
+
+    ``scale`` and ``offset`` depend on the candidate counts and weights only, so
+    ``E[M*] = scale E[M] + offset`` and ``Var[M*] = scale^2 Var[M]``.
+    """
+
+    #: the base metric class
+    base_cls: ClassVar[type[RankBasedMetric]]
+    needs_candidates = True
+    supported_rank_types: ClassVar[Collection[str]] = (RANK_REALISTIC,)
+    #: moments that are constants by construction (``"expectation"`` / ``"variance"`` -> value);
+    #: the others follow from the base metric's
+    _constant_moments: ClassVar[Mapping[str, float]] = {}
+
+    def __init_subclass__(cls, base: type[RankBasedMetric] | None = None, **kwargs: Any) -> None:
+        """``class X(ZMetric, base=HitsAtK)`` sets ``base_cls`` and takes the base's
+        ``supports_weights`` (as PyKEEN's classes declare them)."""
+        super().__init_subclass__(**kwargs)
+        if base is not None:
+            cls.base_cls = base
+            cls.supports_weights = base.supports_weights
+
+    def __init__(self, base_cls: type[RankBasedMetric] | str | None = None, **kwargs: Any) -> None:
+        """The transform of ``base_cls(**kwargs)``, as PyKEEN's ``DerivedRankBasedMetric``.
+
+        Args:
+            base_cls: the base metric: None (the class's own, e.g. `HitsAtK` for
+                `AdjustedHitsAtK`), a `RankBasedMetric` subclass, or a name `resolve` knows.
+            **kwargs: the base metric's constructor arguments (``k`` for Hits@k; none for
+                MRR, GMR and mean rank), forwarded as they are.
+        """
+        if base_cls is None:
+            self.base = self.base_cls(**kwargs)
+        elif isinstance(base_cls, str):
+            self.base = resolve(base_cls, **kwargs)
+        else:
+            self.base = base_cls(**kwargs)
+
+    @property
+    def k(self) -> int:
+        """The base metric's ``k`` (for Hits@k based metrics)."""
+        try:
+            return self.base.k  # type: ignore[attr-defined]
+        except AttributeError:
+            raise AttributeError(f"{type(self).__name__} has no k (base {self.base!r})") from None
+
+    def iter_extra_repr(self) -> Iterable[str]:
+        yield from self.base.iter_extra_repr()
+
+    @abstractmethod
+    def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
+        """``(scale, offset)`` of the transform for these candidate counts and weights."""
+
+    def adjust(self, base_metric_result: Any, num_candidates: Any, weights: Any = None) -> Any:
+        """Apply the transform to a base metric value (or array of values)."""
+        params = self.get_coefficients(num_candidates=num_candidates, weights=weights)
+        return params.scale * base_metric_result + params.offset
+
+    def _evaluate(
+        self, ranks: np.ndarray, num_candidates: np.ndarray | None, weights: np.ndarray | None
+    ) -> np.ndarray:
+        return self.adjust(self.base._evaluate(ranks, num_candidates, weights), num_candidates, weights)
+
+    def _sampled_values(
+        self, num_candidates: Any, num_samples: int, weights: Any, generator: Any, memory_intense: bool
+    ) -> np.ndarray:
+        values = self.base.get_sampled_values(
+            num_candidates=num_candidates,
+            num_samples=num_samples,
+            weights=weights,
+            generator=generator,
+            memory_intense=memory_intense,
+        )
+        return self.adjust(values, num_candidates, weights)
+
+    def _moment(
+        self, moment: str, num_candidates: Any, num_samples: int | None, weights: Any, kwargs: dict[str, Any]
+    ) -> float:
+        if moment in self._constant_moments:
+            _validate_moment_inputs(num_candidates, weights)
+            return self._constant_moments[moment]
+        base_kwargs = dict(num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs)
+        if moment == "expectation":
+            return float(self.adjust(self.base.expected_value(**base_kwargs), num_candidates, weights))
+        scale = self.get_coefficients(num_candidates=num_candidates, weights=weights).scale
+        return scale * scale * self.base.variance(**base_kwargs)
+
+
+class ReindexedMetric(DerivedRankBasedMetric):
+    r"""``(M - E[M]) / (1 - E[M])``: 0 in expectation, 1 at the optimum, larger is better."""
+
+    increasing = True
+    #: at most 1 (the optimum); the lower bound depends on the data
+    value_range = ValueRange(lower=None, lower_inclusive=False, upper=1, upper_inclusive=True)
+    tight_lower: ClassVar[str | None] = r"\frac{-E[f]}{1-E[f]}"
+    closed_expectation = True
+    _constant_moments: ClassVar[Mapping[str, float]] = {"expectation": 0.0}
+
+    def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
+        mean = self.base.expected_value(num_candidates=num_candidates, weights=weights)
+        return _coefficients(_family.reindexed_coefficients(mean))
+
+
+class ZMetric(DerivedRankBasedMetric):
+    r"""``(M - E[M]) / sqrt(Var[M])``, negated for decreasing base metrics (larger is better)."""
+
+    increasing = True
+    value_range = ValueRange(lower=None, upper=None)
+    closed_expectation = True
+    closed_variance = True
+    _constant_moments: ClassVar[Mapping[str, float]] = {"expectation": 0.0, "variance": 1.0}
+
+    def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
+        mean = self.base.expected_value(num_candidates=num_candidates, weights=weights)
+        std = self.base.std(num_candidates=num_candidates, weights=weights)
+        return _coefficients(_family.z_coefficients(mean, std, self.base.increasing))
+
+
+class ExpectationNormalizedMetric(DerivedRankBasedMetric):
+    r"""``M / E[M]``: 1 in expectation."""
+
+    closed_expectation = True
+    _constant_moments: ClassVar[Mapping[str, float]] = {"expectation": 1.0}
+
+    def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
+        mean = self.base.expected_value(num_candidates=num_candidates, weights=weights)
+        return _coefficients(_family.normalized_coefficients(mean))
+
+
+# each family's derived metrics, in the registry's order
+
+
+class AdjustedHitsAtK(ReindexedMetric, base=HitsAtK):
+    """Re-indexed Hits@k, ``(H - E[H]) / (1 - E[H])``.
+
+    As in PyKEEN, ``key`` is ``"adjusted_hits_at_k"`` whatever ``k`` is.
+    """
+
+    name = "Adjusted Hits at K"
+    description = "Hits@k re-indexed so that random ranking scores 0 and perfect ranking 1."
+    synonyms: ClassVar[Collection[str]] = (
+        "ahk",
+        "ah@k",
+        "ahits@k",
+        "ah@",
+        "ahits@",
+        "ahits_at_",
+        "ah_at_",
+        "adjusted_hits_at_",
+    )
+
+    def __init__(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
+        super().__init__(base_cls=base_cls, k=k)
+
+
+class ZHitsAtK(ZMetric, base=HitsAtK):
+    """z-scored Hits@k (``key`` is ``"z_hits_at_k"`` whatever ``k`` is, as in PyKEEN)."""
+
+    name = "z-Hits at K"
+    description = "Hits@k standardised by its mean and standard deviation under random ranking."
+    synonyms: ClassVar[Collection[str]] = ("z_hits_at_", "zahk")
+
+    def __init__(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
+        super().__init__(base_cls=base_cls, k=k)
+
+
+class AdjustedInverseHarmonicMeanRank(ReindexedMetric, base=InverseHarmonicMeanRank):
+    """Re-indexed MRR, ``(MRR - E[MRR]) / (1 - E[MRR])``."""
+
+    name = "Adjusted Inverse Harmonic Mean Rank"
+    description = "MRR re-indexed so that random ranking scores 0 and perfect ranking 1."
+    synonyms: ClassVar[Collection[str]] = (
+        "amrr",
+        "aihmr",
+        "adjusted_mrr",
+        "adjusted_mean_reciprocal_rank",
+    )
+
+
+class ZInverseHarmonicMeanRank(ZMetric, base=InverseHarmonicMeanRank):
+    """z-scored MRR."""
+
+    name = "z-Mean Reciprocal Rank (zMRR)"
+    description = "MRR standardised by its mean and standard deviation under random ranking."
+    synonyms: ClassVar[Collection[str]] = ("zmrr", "zihmr")
+
+
+class AdjustedGeometricMeanRankIndex(ReindexedMetric, base=GeometricMeanRank):
+    """Re-indexed GMR, ``(GMR - E[GMR]) / (1 - E[GMR])`` (1 is the best GMR)."""
+
+    name = "Adjusted Geometric Mean Rank Index (AGMRI)"
+    description = "Geometric mean rank re-indexed so that random ranking scores 0 and perfect ranking 1."
+    synonyms: ClassVar[Collection[str]] = ("gmri", "agmri")
+
+
+class ZGeometricMeanRank(ZMetric, base=GeometricMeanRank):
+    """z-scored GMR (sign flipped: larger is better)."""
+
+    name = "z-Geometric Mean Rank (zGMR)"
+    description = "Geometric mean rank standardised under random ranking, larger is better."
+    synonyms: ClassVar[Collection[str]] = ("zgmr",)
+
+
+class AdjustedArithmeticMeanRankIndex(ReindexedMetric, base=ArithmeticMeanRank):
+    """Re-indexed mean rank, ``(MR - E[MR]) / (1 - E[MR])``, in ``[-1, 1]``."""
+
+    name = "Adjusted Arithmetic Mean Rank Index (AAMRI)"
+    description = "Mean rank re-indexed so that random ranking scores 0 and perfect ranking 1."
+    synonyms: ClassVar[Collection[str]] = ("adjusted_mean_rank_index", "amri", "aamri")
+    value_range = ValueRange(lower=-1, lower_inclusive=True, upper=1, upper_inclusive=True)
+    tight_lower = None
+
+
+class AdjustedArithmeticMeanRank(ExpectationNormalizedMetric, base=ArithmeticMeanRank):
+    """Mean rank divided by its expectation, in ``[0, 2)``, smaller is better."""
+
+    name = "Adjusted Arithmetic Mean Rank (AAMR)"
+    description = "Mean rank divided by its expected value under random ranking."
+    synonyms: ClassVar[Collection[str]] = ("adjusted_mean_rank", "amr", "aamr")
+    value_range = ValueRange(lower=0, lower_inclusive=True, upper=2, upper_inclusive=False)
+    increasing = False
+
+
+class ZArithmeticMeanRank(ZMetric, base=ArithmeticMeanRank):
+    """z-scored mean rank (sign flipped: larger is better)."""
+
+    name = "z-Mean Rank (zMR)"
+    description = "Mean rank standardised under random ranking, larger is better."
+    synonyms: ClassVar[Collection[str]] = ("zamr", "zmr")
+
+
+#: aliases
+MRR = InverseHarmonicMeanRank
+GMR = GeometricMeanRank
+MeanRank = ArithmeticMeanRank
+
+# ==========================================================================================
+# resolver
+
+
+@dataclass
+class _Entry:
+    factory: Callable[..., Any]
+    takes_k: bool
+    default_k: int | None
+    label: str
+
+
+_EXACT: dict[str, _Entry] = {}
+_PREFIX: dict[str, _Entry] = {}
+_DIGITS = re.compile(r"^(.*?)(\d+)$")
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[\s_\-]", "", name.strip().lower())
+
+
+def _k_prefix(normalized: str) -> str | None:
+    """The ``@k`` prefix of a name (``hits@k`` -> ``hits@``, ``hitsatk`` -> ``hitsat``)."""
+    for suffix, cut in (("@k", 1), ("@", 0), ("atk", 1), ("at", 0)):
+        if normalized.endswith(suffix) and len(normalized) > len(suffix):
+            return normalized[: len(normalized) - cut] if cut else normalized
+    return None
+
+
+def register(
+    name: str,
+    factory: Callable[..., Any],
+    *,
+    takes_k: bool | None = None,
+    default_k: int | None = None,
+    overwrite: bool = False,
+) -> None:
+    """Make :func:`resolve` turn ``name`` into ``factory(...)``.
+
+    Names are matched case-insensitively, ignoring ``_``, ``-`` and spaces.  A name taking
+    ``k`` (``takes_k=True``, or by default a name ending in ``@``, ``@k``, ``_at_`` or
+    ``_at_k``) also registers its prefix: after ``register("map@", lambda k: MAP(k))``,
+    ``resolve("map@5")`` returns ``MAP(5)``; ``resolve("map@")`` / ``resolve("map@k")`` use
+    ``default_k`` (an error if it is None).  Other names call ``factory(**kwargs)``.
+    Re-registering a taken name raises ``ValueError`` unless ``overwrite=True``.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if not callable(factory):
+        raise ValueError(f"factory must be callable, got {factory!r}")
+    if default_k is not None:
+        _check_k(default_k)
+    key = _normalize(name)
+    prefix = _k_prefix(key)
+    if takes_k is None:
+        takes_k = prefix is not None and (name.rstrip().lower().endswith(("@", "@k", "_at_", "_at_k")))
+    if takes_k and prefix is None:
+        prefix = key
+    entry = _Entry(factory=factory, takes_k=bool(takes_k), default_k=default_k, label=name)
+    targets = [(_EXACT, key)] + ([(_PREFIX, prefix)] if takes_k else [])
+    if not overwrite:
+        for table, k in targets:
+            if k in table and table[k].factory is not factory:
+                raise ValueError(
+                    f"metric name {name!r} (normalized {k!r}) is already registered "
+                    f"as {table[k].label!r}; pass overwrite=True to replace it"
+                )
+    for table, k in targets:
+        table[k] = entry
+
+
+def _instantiate(entry: _Entry, query: str, k: int | None, kwargs: dict[str, Any]) -> Any:
+    if not entry.takes_k:
+        if k is not None:
+            raise ValueError(f"metric {query!r} does not take a k")
+        return entry.factory(**kwargs)
+    if k is not None and "k" in kwargs and kwargs["k"] != k:
+        raise ValueError(f"conflicting k: {query!r} names k={k}, but k={kwargs['k']!r} was passed")
+    if k is None:
+        k = kwargs.get("k", entry.default_k)
+        if k is None:
+            raise ValueError(f"metric {query!r} needs a k, e.g. {query.rstrip('kK')}10")
+    rest = {key: value for key, value in kwargs.items() if key != "k"}
+    return entry.factory(_check_k(k), **rest)
+
+
+def resolve(query: Any = None, **kwargs: Any) -> Any:
+    """Turn a metric name, synonym, key or ``name@k`` into a metric object.
+
+    Accepts a :class:`RankBasedMetric` instance (returned as is), a metric class (instantiated
+    with ``kwargs``), ``None`` (the MRR, PyKEEN's default) or a string such as ``"hits@10"``,
+    ``"h@3"``, ``"hits_at_5"``, ``"mrr"``, ``"mean_reciprocal_rank"``, ``"gmr"``, ``"amrr"``,
+    ``"zgmr"``, ``"aamri"`` or a class name.  ``kwargs`` go to the factory (e.g. ``k=``).
+    Raises ``ValueError`` for unknown names, listing the known ones.
+    """
+    if query is None:
+        return InverseHarmonicMeanRank(**kwargs)
+    if isinstance(query, RankBasedMetric):
+        if kwargs:
+            raise ValueError(f"cannot apply {kwargs} to the metric instance {query!r}")
+        return query
+    if isinstance(query, type):
+        return query(**kwargs)
+    if not isinstance(query, str):
+        raise ValueError(f"query must be a metric name, class or instance, got {query!r}")
+    key = _normalize(query)
+    if key in _EXACT:
+        return _instantiate(_EXACT[key], query, None, kwargs)
+    match = _DIGITS.match(key)
+    if match and match.group(1) in _PREFIX:
+        return _instantiate(_PREFIX[match.group(1)], query, int(match.group(2)), kwargs)
+    if match and match.group(1) in _EXACT:
+        raise ValueError(f"metric {query!r}: {match.group(1)!r} does not take a k")
+    raise ValueError(f"unknown metric {query!r} (normalized {key!r}); known names: {metric_names()}")
+
+
+get_metric = resolve
+
+
+def metric_names() -> list[str]:
+    """All registered (normalized) names; ``@k`` prefixes are listed as ``prefix<k>``."""
+    return sorted(set(_EXACT) | {p + "<k>" for p in _PREFIX})
+
+
+_BUILTIN: tuple[type[RankBasedMetric], ...] = (
+    HitsAtK,
+    InverseHarmonicMeanRank,
+    GeometricMeanRank,
+    ArithmeticMeanRank,
+    AdjustedHitsAtK,
+    AdjustedInverseHarmonicMeanRank,
+    AdjustedGeometricMeanRankIndex,
+    AdjustedArithmeticMeanRankIndex,
+    AdjustedArithmeticMeanRank,
+    ZHitsAtK,
+    ZInverseHarmonicMeanRank,
+    ZGeometricMeanRank,
+    ZArithmeticMeanRank,
+)
+_K_CLASSES = (HitsAtK, AdjustedHitsAtK, ZHitsAtK)
+
+
+def _register_builtin() -> None:
+    for cls in _BUILTIN:
+        takes_k = cls in _K_CLASSES
+        names = [cls.__name__, *cls.synonyms]
+        if not takes_k:
+            names.append(_camel_to_snake(cls.__name__))
+        for label in names:
+            key = _normalize(label)
+            prefix = _k_prefix(key) if takes_k else None
+            # hits-style names: "hits@k", "h@", "hits_at_", class names "...AtK"; plain
+            # synonyms such as "ahk" / "zahk" are exact names with the default k
+            if takes_k:
+                entry = _Entry(factory=cls, takes_k=True, default_k=10, label=label)
+                _EXACT[key] = entry
+                if prefix is not None:
+                    _PREFIX[prefix] = entry
+            else:
+                _EXACT[key] = _Entry(factory=cls, takes_k=False, default_k=None, label=label)
+
+
+_register_builtin()
+
+
+def _register_list_metrics() -> None:
+    """``"map@k"`` and ``"ndcg@k"`` resolve to the core list-metric kernels (over scores and
+    labels, not ranks), so one resolver names every metric of the library."""
+    from rankstream.core.lists.map import MAPKernel
+    from rankstream.core.lists.ndcg import NDCGKernel
+
+    register("map@", lambda k: MAPKernel(k), default_k=10)
+    register("ndcg@", lambda k: NDCGKernel(k), default_k=10)
+
+
+_register_list_metrics()
