@@ -1,0 +1,348 @@
+"""The one table of list metrics: every list metric is one row here and one kernel file.
+
+A row names the metric as collections and ranx / ir_measures write it (``name`` and
+``aliases``, case-insensitive, each with ``@k`` or without), its kernel, the name of its
+functional form, and how each adapter presents it (:class:`Presentation`: the public class
+name, other names bound to the same class, the peer's defaults where they differ from the
+kernel's, and the docstring's opening, which states the formula and the peer it follows).
+From these rows come the collection's names (:mod:`~rankstream.core.lists.collection`), the
+functional forms (:mod:`rankstream.core.functional`), the exports of :mod:`rankstream`, and
+the list metric classes of :mod:`rankstream.ignite` and :mod:`rankstream.keras`.
+
+Adding a list metric: write its kernel (one file of this package, a subclass of
+:class:`~rankstream.core.lists.base.ListKernel`) and add its row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rankstream.core.lists.base import ListKernel
+from rankstream.core.lists.dcg import DCGKernel
+from rankstream.core.lists.hit_rate import HitRateKernel
+from rankstream.core.lists.map import MAPKernel
+from rankstream.core.lists.ndcg import NDCGKernel
+from rankstream.core.lists.precision import PrecisionKernel
+from rankstream.core.lists.r_precision import RPrecisionKernel
+from rankstream.core.lists.recall import RecallKernel
+from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
+
+#: ``k`` of a name without ``@k``: past any list's end, so the whole list
+WHOLE_LIST = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Presentation:
+    """How one adapter presents a list metric.
+
+    Attributes:
+        name: the public class name (``"NDCG"``).
+        also: other public names bound to the same class (``("MRR",)``).
+        defaults: the adapter's defaults for kernel arguments where its peer's differ from the
+            kernel's (``{"relevance_threshold": 1.0}``; ``top_k`` too).
+        doc: the opening of the class docstring: the formula, the peer it follows, its
+            conventions (the adapter adds the arguments).
+    """
+
+    name: str
+    also: tuple[str, ...] = ()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class ListMetricRow:
+    """One list metric: its names, kernel, functional form and adapter presentations."""
+
+    name: str
+    aliases: tuple[str, ...]
+    kernel: type[ListKernel]
+    function: str
+    ignite: Presentation
+    keras: Presentation
+
+    @property
+    def takes_k(self) -> bool:
+        """Whether the metric has a cut-off (R-precision has none: its depth is ``R``)."""
+        return "top_k" in self.kernel.__init__.__code__.co_varnames
+
+
+LIST_METRICS: tuple[ListMetricRow, ...] = (
+    ListMetricRow(
+        name="map",
+        aliases=("ap",),
+        kernel=MAPKernel,
+        function="map_at_k",
+        ignite=Presentation(
+            "MAP",
+            doc="""\
+                Mean Average Precision at k with ignite's argument names and defaults.
+
+                Per list, ``AP@k = (1 / Z) * sum_{j<=k} rel_j * P@j``, with ``rel_j`` the relevance of the
+                item ranked ``j``-th by ``y_pred`` and ``P@j`` the precision at ``j``. ``Z = min(R, k)``
+                (``R`` the list's number of relevant items; an AP of 1 is reachable at every ``k``) or, with
+                ``denominator="all"``, ``Z = R`` (keras-rs, trec_eval). MAP@k is the mean of ``AP@k`` over
+                the lists (weighted by ``sample_weight``). ``compute()`` returns a list ordered by sorted
+                ``top_k``.
+
+                ignite 0.5.5 has no MAP (its ``ignite.metrics.rec_sys`` holds ``HitRate`` and ``NDCG``); a
+                ``rec_sys.MAP`` exists only on ignite's master branch, unreleased. The defaults here follow
+                ignite's released ``rec_sys`` metrics (``top_k``, ``ignore_zero_hits=True``, relevant meaning
+                ``y > 0``, ties to the earlier index as ignite's ``NDCG``) with ``Z = min(R, k)``.
+                """,
+        ),
+        keras=Presentation(
+            "MAP",
+            also=("MeanAveragePrecision",),
+            defaults={"denominator": "all", "relevance_threshold": 1.0},
+            doc="""\
+                Mean average precision at ``k``: a drop-in for ``keras_rs.metrics.MeanAveragePrecision``.
+
+                Per list ``AP@k = sum_{j<=k} w_(j) rel_(j) P@j / Z``, ``rel = [y >= 1]``, ``P@j`` the
+                (unweighted) precision at ``j``, ``Z = sum_i w_i rel_i`` (0 when ``Z = 0``; ``w`` per-item
+                weights, 1 without ``sample_weight``); the mean over the lists, weighted as keras-rs.
+
+                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+                keras-rs.
+                """,
+        ),
+    ),
+    ListMetricRow(
+        name="ndcg",
+        aliases=(),
+        kernel=NDCGKernel,
+        function="ndcg_at_k",
+        ignite=Presentation(
+            "NDCG",
+            defaults={"relevance_threshold": 1.0},
+            doc="""\
+                Normalised DCG at k, a drop-in for ``ignite.metrics.rec_sys.NDCG`` (0.5.5).
+
+                Per list ``nDCG@k = DCG@k / IDCG@k`` with ``DCG@k = sum_{j<=k} g(y_(j)) * d(j)``,
+                ``y_(j)`` the label of the item ranked ``j``-th by ``y_pred``, ``g`` the gain,
+                ``d(j) = 1 / log2(j + 1)`` the discount, and ``IDCG@k`` the same over the items sorted
+                by label; the mean over the lists.
+                Ties among equal scores go to the earlier index, as ignite's stable sort, so the numbers are
+                ignite's. ``compute()`` returns a list ordered by sorted ``top_k``.
+                """,
+        ),
+        keras=Presentation(
+            "NDCG",
+            defaults={"relevance_threshold": None},
+            doc="""\
+                Normalised discounted cumulative gain at ``k``: a drop-in for ``keras_rs.metrics.NDCG``.
+
+                Per list ``nDCG@k = DCG@k / IDCG@k`` (0 when ``IDCG@k = 0``),
+                ``DCG@k = sum_{j<=k} w_(j) gain_fn(y_(j)) rank_discount_fn(j)`` over the items ranked by
+                ``y_pred``, ``IDCG@k`` the same over the items ordered by ``w_i gain_fn(y_i)`` (``w``
+                per-item weights, 1 without ``sample_weight``); the mean over the lists, weighted as keras-rs.
+
+                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+                keras-rs.
+                """,
+        ),
+    ),
+    ListMetricRow(
+        name="dcg",
+        aliases=(),
+        kernel=DCGKernel,
+        function="dcg_at_k",
+        ignite=Presentation(
+            "DCG",
+            defaults={"relevance_threshold": 1.0},
+            doc="""\
+                Unnormalised DCG at k, the numerator of `NDCG`: per list
+                ``DCG@k = sum_{j<=k} g(y_(j)) * d(j)`` (``y_(j)`` the label of the item ranked ``j``-th by
+                ``y_pred``, ``g`` the gain, ``d(j) = 1 / log2(j + 1)``), the mean over the lists (weighted
+                by ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
+                """,
+        ),
+        keras=Presentation(
+            "DCG",
+            defaults={"relevance_threshold": None},
+            doc="""\
+                Discounted cumulative gain at ``k``: a drop-in for ``keras_rs.metrics.DCG``.
+
+                Per list ``DCG@k = sum_{j<=k} w_(j) gain_fn(y_(j)) rank_discount_fn(j)`` over the items
+                ranked by ``y_pred`` (``w`` per-item weights, 1 without ``sample_weight``), not normalised;
+                the mean over the lists as keras-rs takes it (per-item weights enter the gains and the list
+                weights).
+
+                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+                keras-rs.
+                """,
+        ),
+    ),
+    ListMetricRow(
+        name="precision",
+        aliases=("p",),
+        kernel=PrecisionKernel,
+        function="precision_at_k",
+        ignite=Presentation(
+            "Precision",
+            doc="""\
+                Precision at k: per list, the relevant items among the top ``k`` over ``k``
+                (``denominator="k"``, default: trec_eval ``P@k``, torchmetrics ``RetrievalPrecision``) or over
+                ``min(k, items in the list)`` (``"valid"``, keras-rs); the mean over the lists (weighted by
+                ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
+                """,
+        ),
+        keras=Presentation(
+            "PrecisionAtK",
+            defaults={"denominator": "valid", "relevance_threshold": 1.0},
+            doc="""\
+                Precision at ``k``: a drop-in for ``keras_rs.metrics.PrecisionAtK``.
+
+                Per list the relevant items (``y >= 1``) among the top ``k`` over ``min(k, valid items)``
+                (or over ``k`` with ``denominator="k"``, trec_eval's); the mean over the lists, weighted as
+                keras-rs.
+
+                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+                keras-rs.
+                """,
+        ),
+    ),
+    ListMetricRow(
+        name="recall",
+        aliases=("r",),
+        kernel=RecallKernel,
+        function="recall_at_k",
+        ignite=Presentation(
+            "Recall",
+            doc="""\
+                Recall at k: per list, the relevant items among the top ``k`` over all relevant items of
+                the list (trec_eval ``recall_k``, torchmetrics ``RetrievalRecall``); the mean over the lists
+                (weighted by ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
+                """,
+        ),
+        keras=Presentation(
+            "RecallAtK",
+            defaults={"relevance_threshold": 1.0},
+            doc="""\
+                Recall at ``k``: a drop-in for ``keras_rs.metrics.RecallAtK``.
+
+                Per list the relevant items (``y >= 1``) among the top ``k`` over all relevant items of the
+                list; the mean over the lists, weighted as keras-rs.
+
+                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+                keras-rs.
+                """,
+        ),
+    ),
+    ListMetricRow(
+        name="hit_rate",
+        aliases=("hitrate", "success"),
+        kernel=HitRateKernel,
+        function="hit_rate_at_k",
+        ignite=Presentation(
+            "HitRate",
+            defaults={"top_k": 1},
+            doc="""\
+                Hit rate at k with the arguments and defaults of ``ignite.metrics.rec_sys.HitRate``
+                (0.5.5): per list 1 when a relevant item is among the top ``k``, else 0; the mean over the
+                lists (weighted by ``sample_weight``). ``compute()`` returns a list ordered by sorted
+                ``top_k``. ``k`` past the end of a list is clipped to the list, where ignite raises.
+
+                Ties: ignite's ``HitRate`` takes ``torch.topk``'s order, which leaves the order among equal
+                scores unspecified; here ``ties="first"`` ranks the earlier index first. The two agree
+                wherever no tie straddles the ``k``-th place.
+                """,
+        ),
+        keras=Presentation(
+            "HitRateAtK",
+            defaults={"relevance_threshold": 1.0},
+            doc="""\
+                Hit rate at ``k`` (not in keras-rs; in its conventions).
+
+                Per list 1 when a relevant item (``y >= 1``) is among the top ``k``, else 0; the mean over
+                the lists, weighted as keras-rs.
+
+                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+                keras-rs.
+                """,
+        ),
+    ),
+    ListMetricRow(
+        name="mrr",
+        aliases=("rr",),
+        kernel=ReciprocalRankKernel,
+        function="reciprocal_rank_at_k",
+        ignite=Presentation(
+            "MeanReciprocalRank",
+            also=("MRR",),
+            doc="""\
+                MRR at k, list-wise: per list ``1 / rank`` of the first relevant item within the top
+                ``k`` (0 if none), the mean over the lists (weighted by ``sample_weight``), as keras-rs
+                ``MeanReciprocalRank``, torchmetrics ``RetrievalMRR`` and trec_eval ``recip_rank``.
+                ``compute()`` returns a list ordered by sorted ``top_k``. PyKEEN's per-positive MRR is
+                `InverseHarmonicMeanRank`.
+                """,
+        ),
+        keras=Presentation(
+            "MeanReciprocalRank",
+            also=("MRR",),
+            defaults={"relevance_threshold": 1.0},
+            doc="""\
+                List-wise MRR at ``k``: a drop-in for ``keras_rs.metrics.MeanReciprocalRank``.
+
+                Per list ``1 / rank`` of the first relevant item (``y >= 1``) among the top ``k``, else 0;
+                the mean over the lists, weighted as keras-rs. PyKEEN's per-positive MRR is
+                `InverseHarmonicMeanRank`.
+
+                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+                keras-rs.
+                """,
+        ),
+    ),
+    ListMetricRow(
+        name="r_precision",
+        aliases=("rprec",),
+        kernel=RPrecisionKernel,
+        function="r_precision",
+        ignite=Presentation(
+            "RPrecision",
+            doc="""\
+                R-precision: per list the precision at ``R``, the list's number of relevant items
+                (trec_eval ``Rprec``, torchmetrics ``RetrievalRPrecision``); the mean over the lists
+                (weighted by ``sample_weight``). ``compute()`` returns a float. Each list is ranked whole
+                (a sort per list), so there is no ``top_k``.
+                """,
+        ),
+        keras=Presentation(
+            "RPrecision",
+            defaults={"relevance_threshold": 1.0},
+            doc="""\
+                R-precision (not in keras-rs; in its conventions).
+
+                Per list the precision at ``R``, the list's number of relevant items (``y >= 1``); each list
+                is ranked whole, so there is no ``k``; the mean over the lists, weighted as keras-rs.
+
+                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+                keras-rs.
+                """,
+        ),
+    ),
+)
+
+#: every spelling (lower case) -> its row
+BY_NAME: dict[str, ListMetricRow] = {
+    spelling: row for row in LIST_METRICS for spelling in (row.name, *row.aliases)
+}
+
+
+def row_of(name: str) -> ListMetricRow:
+    """The row of a base name or alias (case-insensitive, without ``@k``)."""
+    try:
+        return BY_NAME[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown list metric {name!r}: one of {sorted(BY_NAME)}") from None
