@@ -1,9 +1,14 @@
 """rankstream metrics as PyTorch-Ignite metrics (``from rankstream.ignite import MAP, NDCG``).
 
 Needs PyTorch and PyTorch-Ignite: ``pip install "rankstream[ignite]"``.
+
+The list metric classes come from the table of list metrics
+(`rankstream.core.lists.table`), one per row, and the one-family rank metric classes from the
+rank family registry (`rankstream.core.ranks.families`), one per family.
 """
 
-import re as _re
+from rankstream.adapters.requirements import install_hint as _install_hint
+from rankstream.adapters.requirements import require as _require
 
 try:
     import torch as _torch  # noqa: F401
@@ -11,53 +16,28 @@ try:
 except ImportError as _err:
     raise ImportError(
         f"rankstream.ignite needs PyTorch and PyTorch-Ignite, and importing them failed ({_err}). "
-        'Install them with: pip install "rankstream[ignite]"'
+        f"Install them with: {_install_hint('ignite')}"
     ) from _err
 
-if tuple(int(p) for p in _re.findall(r"\d+", _ignite_version)[:3]) < (0, 5, 1):
-    raise ImportError(
-        f"rankstream.ignite needs pytorch-ignite 0.5.1 or later (Metric's skip_unrolling), found "
-        f'{_ignite_version}. Upgrade with: pip install -U "rankstream[ignite]"'
-    )
-
-from rankstream.adapters.ignite_metrics import (
-    DCG,
-    GMR,
-    MAP,
-    MRR,
-    NDCG,
-    ArithmeticMeanRank,
-    GeometricMeanRank,
-    HitRate,
-    HitsAtK,
-    InverseHarmonicMeanRank,
-    KernelMetric,
-    ListMetrics,
-    MeanReciprocalRank,
-    Precision,
-    RankBasedMetrics,
-    Recall,
-    RPrecision,
+_require(
+    "rankstream.ignite", "pytorch-ignite", _ignite_version, "0.5.1", "ignite", why="Metric's skip_unrolling"
 )
-from rankstream.core.ranks.families import RANK_TYPES
+
+from rankstream.adapters import ignite_lists as _lists  # noqa: E402
+from rankstream.adapters import ignite_ranks as _ranks  # noqa: E402
+from rankstream.adapters.ignite_lists import ListMetrics  # noqa: E402
+from rankstream.adapters.ignite_metrics import KernelMetric  # noqa: E402
+from rankstream.adapters.ignite_ranks import RankBasedMetrics  # noqa: E402
+from rankstream.core.ranks.families import RANK_TYPES  # noqa: E402
+
+globals().update(_lists.CLASSES)  # MAP, NDCG, DCG, ... and their other names (MRR): the table's
+globals().update(_ranks.CLASSES)  # HitsAtK, InverseHarmonicMeanRank, ...: the registry's
 
 __all__ = [
-    "DCG",
-    "GMR",
-    "MAP",
-    "MRR",
-    "NDCG",
-    "RANK_TYPES",
-    "ArithmeticMeanRank",
-    "GeometricMeanRank",
-    "HitRate",
-    "HitsAtK",
-    "InverseHarmonicMeanRank",
-    "KernelMetric",
+    *_lists.CLASSES,
     "ListMetrics",
-    "MeanReciprocalRank",
-    "Precision",
-    "RPrecision",
+    *_ranks.CLASSES,
     "RankBasedMetrics",
-    "Recall",
+    "RANK_TYPES",
+    "KernelMetric",
 ]

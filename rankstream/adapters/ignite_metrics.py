@@ -3,12 +3,20 @@
 One generic :class:`KernelMetric` holds a kernel's state fields as ONE flat tensor
 ``_sums`` on ``device`` (float64, float32 on MPS). ``update`` adds the kernel's batch sums,
 ``compute`` all-reduces ``_sums`` through ``ignite.distributed`` (``sync_all_reduce``: one
-collective for the whole state) and hands the totals to the kernel. Each public metric is a
-few lines choosing a kernel with ignite's defaults.
+collective for the whole state) and hands the totals to the kernel. The public classes are
+derived from declarations: the list metrics from the table of list metrics
+(:mod:`~rankstream.adapters.ignite_lists`), the rank metrics from the rank family registry
+(:mod:`~rankstream.adapters.ignite_ranks`).
+
+A kernel reporting more than its value (``kernel.quantities``, e.g. ``("stderr",)``) makes
+``compute()`` return ``{"value": ..., "stderr": ...}``; attached as ``name``, the metric puts
+the value under ``name`` and each quantity ``q`` under ``f"{name}_{q}"`` in
+``engine.state.metrics``, and the collision checks know those keys.
 """
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -19,48 +27,21 @@ import torch
 from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import EpochWise, Metric, MetricUsage, reinit__is_reduced, sync_all_reduce
 
+from rankstream.adapters.ignite_derive import docstring
 from rankstream.core.backends import torch_ops
 from rankstream.core.inputs import as_array, unpack_output
-from rankstream.core.lists import (
-    DCGKernel,
-    HitRateKernel,
-    MAPKernel,
-    NDCGKernel,
-    PrecisionKernel,
-    RecallKernel,
-    ReciprocalRankKernel,
-    RPrecisionKernel,
-)
-from rankstream.core.lists.base import ListKernel
-from rankstream.core.lists.collection import ListMetrics as CollectionKernel
-from rankstream.core.ranks.kernel import (
-    KERNEL_METRICS,
-    MEDIAN_BINS_PER_OCTAVE,
-    MEDIAN_EXACT,
-    RankKernel,
-)
 from rankstream.core.state import Kernel, flat_size, join_flat, pack_state, result, split_flat, unpack_state
 from rankstream.core.state import NotComputableError as CoreNotComputable
 
-__all__ = [
-    "DCG",
-    "GMR",
-    "MAP",
-    "MRR",
-    "NDCG",
-    "ArithmeticMeanRank",
-    "GeometricMeanRank",
-    "HitRate",
-    "HitsAtK",
-    "InverseHarmonicMeanRank",
-    "KernelMetric",
-    "MeanReciprocalRank",
-    "Precision",
-    "RPrecision",
-    "RankBasedMetrics",
-    "Recall",
-]
+__all__ = ["FRAMEWORK_ARGS", "FRAMEWORK_PARAMETERS", "KernelMetric", "check_collisions"]
 
+#: the descriptions of the arguments every metric of ``rankstream.ignite`` takes
+FRAMEWORK_ARGS: dict[str, str] = {
+    "output_transform": "ignite's: turns the engine's output into the ``update`` input.",
+    "device": "where the state's sums are kept (float64; float32 on MPS).",
+    "skip_unrolling": "ignite's: pass a list of per-sample outputs to ``update`` as it is.",
+    "prefix": "prepended to every key of a dict result (two metrics on one engine).",
+}
 
 _CPU = torch.device("cpu")
 
@@ -142,17 +123,10 @@ def _attached_metrics(engine: Any) -> list[tuple[Metric, str]]:
 
 
 def _written_keys(metric: Metric, name: str) -> set[str]:
-    """The keys of ``engine.state.metrics`` that ``metric`` attached as ``name`` writes: its
-    name, and for a rankstream metric returning a mapping the mapping's keys (as ignite's
-    ``metrics_result_mode`` puts them). Other metrics: the name (their keys are not known
+    """The keys of ``engine.state.metrics`` that ``metric`` attached as ``name`` writes (see
+    :meth:`KernelMetric.written_keys`). Other metrics: the name (their keys are not known
     before they compute)."""
-    keys = metric.result_keys() if isinstance(metric, KernelMetric) else None
-    if keys is None:
-        return {name}
-    mode = getattr(metric, "_metrics_result_mode", "both")
-    return ({name} if mode in ("named", "both") else set()) | (
-        set(keys) if mode in ("flatten", "both") else set()
-    )
+    return set(metric.written_keys(name)) if isinstance(metric, KernelMetric) else {name}
 
 
 def check_collisions(engine: Any, metric: KernelMetric, name: str) -> None:
@@ -186,13 +160,9 @@ class KernelMetric(Metric):
     be updated from two threads at once (its sums would race): give each thread its own and
     add them up (``merge`` their state sums, or ``idist`` in a distributed run).
 
-    Args:
-        kernel: the metric's definition, e.g. ``rankstream.MAPKernel(top_k=[5, 10])`` (any
-            kernel of `rankstream` or `rankstream.core.ranks.kernel.RankKernel`).
-        output_transform: ignite's: turns the engine's output into the ``update`` input.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-        prefix: prepended to every key of a dict result (two metrics on one engine).
+    A kernel with ``quantities`` (names of what it reports besides its value) makes
+    ``compute()`` return ``{"value": v, q: ...}``; attached as ``name``, the engine gets
+    ``engine.state.metrics[name] = v`` and ``engine.state.metrics[f"{name}_{q}"]`` for each.
     """
 
     _state_dict_all_req_keys = ("_sums",)
@@ -217,6 +187,11 @@ class KernelMetric(Metric):
     def kernel(self) -> Kernel:
         return self._kernel
 
+    @property
+    def quantities(self) -> tuple[str, ...]:
+        """What the kernel reports besides its value (``kernel.quantities``; none by default)."""
+        return tuple(getattr(self._kernel, "quantities", ()))
+
     def _dtype(self) -> torch.dtype:
         held = self.__dict__.get("_held_dtype")  # (device, dtype): read on every update
         if held is None or held[0] != self._device:
@@ -228,8 +203,9 @@ class KernelMetric(Metric):
         self._sums = torch.zeros(flat_size(self._fields), dtype=self._dtype(), device=self._device)
 
     def result_keys(self) -> tuple[str, ...] | None:
-        """The keys of ``compute()``'s mapping (``prefix`` included), or None when it returns a
-        value or a list: read from the kernel on an empty state, once."""
+        """The keys of ``compute()``'s mapping (``prefix`` included; of its ``"value"`` with
+        :attr:`quantities`), or None when it returns a value or a list: read from the kernel on
+        an empty state, once."""
         if "_result_keys" not in self.__dict__:
             zeros = split_flat(np.zeros(flat_size(self._fields)), self._fields)
             with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -238,18 +214,34 @@ class KernelMetric(Metric):
                     value = self._kernel.select(self._kernel.compute(zeros, np))
                 except Exception:  # a kernel that cannot compute an empty state: keys unknown
                     value = None
+            if self.quantities and isinstance(value, Mapping):  # {"value": ..., q: ...}
+                value = value["value"]
             keys = tuple(self.prefix + str(k) for k in value) if isinstance(value, Mapping) else None
             self._result_keys = keys
         return self._result_keys
 
+    def _suffixes(self) -> tuple[str, ...]:
+        """What each reported quantity appends to a key: ``""`` for the value, ``"_q"``."""
+        return ("", *(f"_{q}" for q in self.quantities))
+
+    def written_keys(self, name: str) -> list[str]:
+        """The keys of ``engine.state.metrics`` this metric writes when attached as ``name``:
+        ``name`` and, for a mapping result, its keys (as ignite's ``metrics_result_mode`` puts
+        them); with :attr:`quantities`, each of them again with ``_{q}`` appended."""
+        keys = self.result_keys()
+        mode = getattr(self, "_metrics_result_mode", "both")
+        named = [name] if keys is None or mode in ("named", "both") else []
+        flat = list(keys) if keys is not None and mode in ("flatten", "both") else []
+        return [key + suffix for suffix in self._suffixes() for key in named + flat]
+
     def attach(self, engine: Any, name: str, usage: str | MetricUsage = EpochWise()) -> None:  # noqa: B008
         """As ignite's ``attach``; a ``ValueError`` naming both metrics when this one and
         another metric attached to ``engine`` would write one key of ``engine.state.metrics``
-        (its name, or a key of a mapping such as :class:`ListMetrics`'), and when ``name`` is
-        one of this metric's own keys."""
-        keys = self.result_keys()
-        mode = getattr(self, "_metrics_result_mode", "both")
-        if keys is not None and name in keys and mode == "both":
+        (its name, or a key of a mapping such as `rankstream.ignite.ListMetrics`'), and when
+        ``name`` is one of this metric's own keys."""
+        written = self.written_keys(name)
+        if len(set(written)) < len(written):
+            keys = self.result_keys() or written
             raise ValueError(
                 f"{type(self).__name__} attached as {name!r}: the name is also one of its keys {list(keys)}; "
                 "attach it under another name"
@@ -259,9 +251,20 @@ class KernelMetric(Metric):
 
     def completed(self, engine: Any, name: str) -> None:
         """As ignite's ``completed``, after checking again that no metric attached since
-        writes one of this metric's keys (see :meth:`attach`)."""
+        writes one of this metric's keys (see :meth:`attach`); with :attr:`quantities`, the
+        value under ``name`` and each quantity ``q`` under ``f"{name}_{q}"``."""
         check_collisions(engine, self, name)
-        super().completed(engine, name)
+        if not self.quantities:
+            super().completed(engine, name)
+            return
+        reported = self.compute()
+        mode = getattr(self, "_metrics_result_mode", "both")
+        for quantity, suffix in zip(("value", *self.quantities), self._suffixes(), strict=True):
+            part = reported[quantity]
+            if isinstance(part, Mapping) and mode in ("flatten", "both"):
+                engine.state.metrics.update({key + suffix: v for key, v in part.items()})
+            if not isinstance(part, Mapping) or mode in ("named", "both"):
+                engine.state.metrics[name + suffix] = part
 
     def _side_output(self, output: Any) -> bool:
         """Whether ``output`` is a mapping of the kernel's named sides (``{"head": batch, ...}``)."""
@@ -375,6 +378,12 @@ class KernelMetric(Metric):
             value = result(self._kernel, sums, name=type(self).__name__)
         except CoreNotComputable as exc:
             raise NotComputableError(str(exc)) from exc
+        if self.quantities:  # {"value": ..., q: ...}: each part as a value alone
+            return {q: self._prefixed(value[q]) for q in ("value", *self.quantities)}
+        return self._prefixed(value)
+
+    def _prefixed(self, value: Any) -> Any:
+        """A mapping result with ``prefix`` before its keys; anything else as it is."""
         if self.prefix and isinstance(value, Mapping):
             return {self.prefix + key: v for key, v in value.items()}
         return value
@@ -384,628 +393,15 @@ class KernelMetric(Metric):
         return split_flat(self._sums.detach().cpu().numpy().astype(np.float64), self._fields)
 
 
-class MAP(KernelMetric):
-    """Mean Average Precision at k with ignite's argument names and defaults.
-
-    Per list, ``AP@k = (1 / Z) * sum_{j<=k} rel_j * P@j``, with ``rel_j`` the relevance of the
-    item ranked ``j``-th by ``y_pred`` and ``P@j`` the precision at ``j``. ``Z = min(R, k)``
-    (``R`` the list's number of relevant items; an AP of 1 is reachable at every ``k``) or, with
-    ``denominator="all"``, ``Z = R`` (keras-rs, trec_eval). MAP@k is the mean of ``AP@k`` over
-    the lists (weighted by ``sample_weight``). ``compute()`` returns a list ordered by sorted
-    ``top_k``.
-
-    ignite 0.5.5 has no MAP (its ``ignite.metrics.rec_sys`` holds ``HitRate`` and ``NDCG``); a
-    ``rec_sys.MAP`` exists only on ignite's master branch, unreleased. The defaults here follow
-    ignite's released ``rec_sys`` metrics (``top_k``, ``ignore_zero_hits=True``, relevant meaning
-    ``y > 0``, ties to the earlier index as ignite's ``NDCG``) with ``Z = min(R, k)``.
-
-    Args:
-        top_k: the cut-off ``k``, a positive int or a list of them; ``k`` past the end of a list
-            is clipped to the list.
-        ignore_zero_hits: skip lists with no relevant item (True, ignite's) or count them as 0.
-        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
-            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-        denominator: ``"min"`` (``Z = min(R, k)``, default) or ``"all"`` (``Z = R``).
-        relevance_threshold: None (relevant means ``y > 0``) or ``t`` (``y >= t``, ``t > 0``).
-        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
-            ``"random"`` (a random order, seeded by ``seed``).
-        seed: seed of the random tie order (None: a random seed).
-    """
-
-    def __init__(
-        self,
-        top_k: int | list[int] = 10,
-        ignore_zero_hits: bool = True,
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-        *,
-        denominator: str = "min",
-        relevance_threshold: float | None = None,
-        ties: str = "first",
-        seed: int | None = None,
-    ) -> None:
-        kernel = MAPKernel(
-            top_k,
-            denominator=denominator,
-            relevance_threshold=relevance_threshold,
-            empty="skip" if ignore_zero_hits else "zero",
-            ties=ties,
-            seed=seed,
-        )
-        self.top_k = kernel.top_k
-        self.ignore_zero_hits = ignore_zero_hits
-        super().__init__(kernel, output_transform, device, skip_unrolling)
-
-
-class NDCG(KernelMetric):
-    """Normalised DCG at k, a drop-in for ``ignite.metrics.rec_sys.NDCG`` (0.5.5).
-
-    Per list ``nDCG@k = DCG@k / IDCG@k`` with ``DCG@k = sum_{j<=k} g(y_(j)) * d(j)``, ``y_(j)``
-    the label of the item ranked ``j``-th by ``y_pred``, ``g`` the gain, ``d(j) = 1 / log2(j + 1)``
-    the discount, and ``IDCG@k`` the same over the items sorted by label; the mean over the lists.
-    Ties among equal scores go to the earlier index, as ignite's stable sort, so the numbers are
-    ignite's. ``compute()`` returns a list ordered by sorted ``top_k``.
-
-    Args:
-        top_k: the cut-off ``k``, a positive int or a list of them; ``k`` past the end of a list
-            is clipped to the list.
-        ignore_zero_hits: skip lists with no relevant item (True, ignite's) or count them as 0.
-        relevance_threshold: labels below it count as 0 (default 1.0, ignite's); None keeps the
-            labels as they are.
-        gain_function: ``"exp_rank"`` (``2^y - 1``, default), ``"linear_rank"`` (``y``) or a
-            callable of the labels.
-        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
-            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-        discount: a callable of the 1-based rank replacing ``1 / log2(rank + 1)``, or None.
-        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
-            ``"random"`` (a random order, seeded by ``seed``).
-        seed: seed of the random tie order (None: a random seed).
-    """
-
-    def __init__(
-        self,
-        top_k: int | list[int] = 10,
-        ignore_zero_hits: bool = True,
-        relevance_threshold: float | None = 1.0,
-        gain_function: str | Callable[[Any], Any] = "exp_rank",
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-        *,
-        discount: Callable[[Any], Any] | None = None,
-        ties: str = "first",
-        seed: int | None = None,
-    ) -> None:
-        kernel = NDCGKernel(
-            top_k,
-            gain=gain_function,
-            discount=discount,
-            relevance_threshold=relevance_threshold,
-            empty="skip" if ignore_zero_hits else "zero",
-            ties=ties,
-            seed=seed,
-        )
-        self.top_k = kernel.top_k
-        self.ignore_zero_hits = ignore_zero_hits
-        self.relevance_threshold = relevance_threshold
-        self.gain_function = gain_function
-        super().__init__(kernel, output_transform, device, skip_unrolling)
-
-
-class _ListMetric(KernelMetric):
-    """The binary list metrics' constructor: ``_kernel_cls`` with ignite's arguments and the
-    keyword-only conventions (each public subclass states its own signature and arguments)."""
-
-    _kernel_cls: type[ListKernel]
-
-    def __init__(
-        self,
-        top_k: int | list[int] = 10,
-        ignore_zero_hits: bool = True,
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-        *,
-        relevance_threshold: float | None = None,
-        ties: str = "first",
-        seed: int | None = None,
-        **options: Any,
-    ) -> None:
-        empty = "skip" if ignore_zero_hits else "zero"
-        conventions = dict(relevance_threshold=relevance_threshold, empty=empty, ties=ties, seed=seed)
-        kernel = self._kernel_cls(top_k, **options, **conventions)
-        self.top_k, self.ignore_zero_hits = kernel.top_k, ignore_zero_hits
-        super().__init__(kernel, output_transform, device, skip_unrolling)
-
-
-class Precision(_ListMetric):
-    """Precision at k: per list, the relevant items among the top ``k`` over ``k``
-    (``denominator="k"``, default: trec_eval ``P@k``, torchmetrics ``RetrievalPrecision``) or over
-    ``min(k, items in the list)`` (``"valid"``, keras-rs); the mean over the lists (weighted by
-    ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
-
-    Args:
-        top_k: the cut-off ``k``, a positive int or a list of them; ``k`` past the end of a list
-            is clipped to the list.
-        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0.
-        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
-            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-        denominator: ``"k"`` (default) or ``"valid"`` (``min(k, items in the list)``).
-        relevance_threshold: None (relevant means ``y > 0``) or ``t`` (``y >= t``, ``t > 0``).
-        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
-            ``"random"`` (a random order, seeded by ``seed``).
-        seed: seed of the random tie order (None: a random seed).
-    """
-
-    _kernel_cls = PrecisionKernel
-
-    def __init__(
-        self,
-        top_k: int | list[int] = 10,
-        ignore_zero_hits: bool = True,
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-        *,
-        denominator: str = "k",
-        relevance_threshold: float | None = None,
-        ties: str = "first",
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(
-            top_k, ignore_zero_hits, output_transform, device, skip_unrolling,
-            relevance_threshold=relevance_threshold, ties=ties, seed=seed, denominator=denominator,
-        )  # fmt: skip
-
-
-class Recall(_ListMetric):
-    """Recall at k: per list, the relevant items among the top ``k`` over all relevant items of
-    the list (trec_eval ``recall_k``, torchmetrics ``RetrievalRecall``); the mean over the lists
-    (weighted by ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
-
-    Args:
-        top_k: the cut-off ``k``, a positive int or a list of them; ``k`` past the end of a list
-            is clipped to the list.
-        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0.
-        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
-            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-        relevance_threshold: None (relevant means ``y > 0``) or ``t`` (``y >= t``, ``t > 0``).
-        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
-            ``"random"`` (a random order, seeded by ``seed``).
-        seed: seed of the random tie order (None: a random seed).
-    """
-
-    _kernel_cls = RecallKernel
-
-    def __init__(
-        self,
-        top_k: int | list[int] = 10,
-        ignore_zero_hits: bool = True,
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-        *,
-        relevance_threshold: float | None = None,
-        ties: str = "first",
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(
-            top_k, ignore_zero_hits, output_transform, device, skip_unrolling,
-            relevance_threshold=relevance_threshold, ties=ties, seed=seed,
-        )  # fmt: skip
-
-
-class HitRate(_ListMetric):
-    """Hit rate at k with the arguments and defaults of ``ignite.metrics.rec_sys.HitRate``
-    (0.5.5): per list 1 when a relevant item is among the top ``k``, else 0; the mean over the
-    lists (weighted by ``sample_weight``). ``compute()`` returns a list ordered by sorted
-    ``top_k``. ``k`` past the end of a list is clipped to the list, where ignite raises.
-
-    Ties: ignite's ``HitRate`` takes ``torch.topk``'s order, which leaves the order among equal
-    scores unspecified; here ``ties="first"`` ranks the earlier index first. The two agree
-    wherever no tie straddles the ``k``-th place.
-
-    Args:
-        top_k: the cut-off ``k``, a positive int or a list of them (default 1, ignite's).
-        ignore_zero_hits: skip lists with no relevant item (True, ignite's) or count them as 0.
-        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
-            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-        relevance_threshold: None (relevant means ``y > 0``, ignite's) or ``t`` (``y >= t``,
-            ``t > 0``).
-        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
-            ``"random"`` (a random order, seeded by ``seed``).
-        seed: seed of the random tie order (None: a random seed).
-    """
-
-    _kernel_cls = HitRateKernel
-
-    def __init__(
-        self,
-        top_k: int | list[int] = 1,
-        ignore_zero_hits: bool = True,
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-        *,
-        relevance_threshold: float | None = None,
-        ties: str = "first",
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(
-            top_k, ignore_zero_hits, output_transform, device, skip_unrolling,
-            relevance_threshold=relevance_threshold, ties=ties, seed=seed,
-        )  # fmt: skip
-
-
-class MeanReciprocalRank(_ListMetric):
-    """MRR at k, list-wise: per list ``1 / rank`` of the first relevant item within the top
-    ``k`` (0 if none), the mean over the lists (weighted by ``sample_weight``), as keras-rs
-    ``MeanReciprocalRank``, torchmetrics ``RetrievalMRR`` and trec_eval ``recip_rank``.
-    ``compute()`` returns a list ordered by sorted ``top_k``. PyKEEN's per-positive MRR is
-    `InverseHarmonicMeanRank`.
-
-    Args:
-        top_k: the cut-off ``k``, a positive int or a list of them; ``k`` past the end of a list
-            is clipped to the list.
-        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0.
-        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
-            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-        relevance_threshold: None (relevant means ``y > 0``) or ``t`` (``y >= t``, ``t > 0``).
-        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
-            ``"random"`` (a random order, seeded by ``seed``).
-        seed: seed of the random tie order (None: a random seed).
-    """
-
-    _kernel_cls = ReciprocalRankKernel
-
-    def __init__(
-        self,
-        top_k: int | list[int] = 10,
-        ignore_zero_hits: bool = True,
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-        *,
-        relevance_threshold: float | None = None,
-        ties: str = "first",
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(
-            top_k, ignore_zero_hits, output_transform, device, skip_unrolling,
-            relevance_threshold=relevance_threshold, ties=ties, seed=seed,
-        )  # fmt: skip
-
-
-class DCG(_ListMetric):
-    """Unnormalised DCG at k, the numerator of `NDCG`: per list
-    ``DCG@k = sum_{j<=k} g(y_(j)) * d(j)`` (``y_(j)`` the label of the item ranked ``j``-th by
-    ``y_pred``, ``g`` the gain, ``d(j) = 1 / log2(j + 1)``), the mean over the lists (weighted
-    by ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
-
-    Args:
-        top_k: the cut-off ``k``, a positive int or a list of them; ``k`` past the end of a list
-            is clipped to the list.
-        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0.
-        relevance_threshold: labels below it count as 0 (default 1.0, as `NDCG`); None keeps
-            the labels as they are.
-        gain_function: ``"exp_rank"`` (``2^y - 1``, default), ``"linear_rank"`` (``y``) or a
-            callable of the labels.
-        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
-            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-        discount: a callable of the 1-based rank replacing ``1 / log2(rank + 1)``, or None.
-        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
-            ``"random"`` (a random order, seeded by ``seed``).
-        seed: seed of the random tie order (None: a random seed).
-    """
-
-    _kernel_cls = DCGKernel
-
-    def __init__(
-        self,
-        top_k: int | list[int] = 10,
-        ignore_zero_hits: bool = True,
-        relevance_threshold: float | None = 1.0,
-        gain_function: str | Callable[[Any], Any] = "exp_rank",
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-        *,
-        discount: Callable[[Any], Any] | None = None,
-        ties: str = "first",
-        seed: int | None = None,
-    ) -> None:
-        self.relevance_threshold, self.gain_function = relevance_threshold, gain_function
-        super().__init__(
-            top_k, ignore_zero_hits, output_transform, device, skip_unrolling,
-            relevance_threshold=relevance_threshold, ties=ties, seed=seed,
-            gain=gain_function, discount=discount,
-        )  # fmt: skip
-
-
-class RPrecision(KernelMetric):
-    """R-precision: per list the precision at ``R``, the list's number of relevant items
-    (trec_eval ``Rprec``, torchmetrics ``RetrievalRPrecision``); the mean over the lists
-    (weighted by ``sample_weight``). ``compute()`` returns a float. Each list is ranked whole
-    (a sort per list), so there is no ``top_k``.
-
-    Args:
-        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0.
-        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
-            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-        relevance_threshold: None (relevant means ``y > 0``) or ``t`` (``y >= t``, ``t > 0``).
-        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
-            ``"random"`` (a random order, seeded by ``seed``).
-        seed: seed of the random tie order (None: a random seed).
-    """
-
-    def __init__(
-        self,
-        ignore_zero_hits: bool = True,
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-        *,
-        relevance_threshold: float | None = None,
-        ties: str = "first",
-        seed: int | None = None,
-    ) -> None:
-        empty = "skip" if ignore_zero_hits else "zero"
-        kernel = RPrecisionKernel(relevance_threshold=relevance_threshold, empty=empty, ties=ties, seed=seed)
-        self.ignore_zero_hits = ignore_zero_hits
-        super().__init__(kernel, output_transform, device, skip_unrolling)
-
-
-class ListMetrics(KernelMetric):
-    """Several list metrics from one validation and one top-k selection per batch:
-    ``ListMetrics(["ndcg@10", "map@5", "recall@20", "mrr@10", "precision@5", "hit_rate@10"])``.
-    ``compute()`` returns ``{name: value}``; attached to an ``Engine``, each name is also put in
-    ``engine.state.metrics`` (after ``prefix``).
-
-    Names are written as ranx and ir_measures write them, case-insensitive: ``ndcg``, ``dcg``,
-    ``map`` (``ap``), ``precision`` (``p``), ``recall`` (``r``), ``mrr`` (``rr``), ``hit_rate``
-    (``hitrate``, ``success``), ``r_precision`` (``rprec``), each with ``@k`` or without (the whole list; see
-    `rankstream.core.lists.collection`). Each metric takes the defaults of its class here
-    (`MAP`: ``Z = min(R, k)``; `NDCG`, `DCG`: ``2^y - 1`` gains, labels below 1.0 count as 0;
-    `Precision`: over ``k``; relevant meaning ``y > 0`` otherwise).
-
-    Args:
-        metrics: the metric names, e.g. ``["ndcg@10", "map@5"]``.
-        ignore_zero_hits: skip lists with no relevant item (True) or count them as 0, for all.
-        output_transform: ignite's: turns the engine's output into ``(y_pred, y)``,
-            ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping with those keys.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
-            ``"random"`` (a random order, seeded by ``seed``), for all.
-        seed: seed of the random tie order (None: a random seed).
-        prefix: prepended to every name (two collections on one engine).
-    """
-
-    def __init__(
-        self,
-        metrics: list[str],
-        ignore_zero_hits: bool = True,
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-        *,
-        ties: str = "first",
-        seed: int | None = None,
-        prefix: str = "",
-    ) -> None:
-        empty = "skip" if ignore_zero_hits else "zero"
-        defaults = {"dcg": {"relevance_threshold": 1.0}}  # as rankstream.ignite.DCG (as NDCG)
-        kernel = CollectionKernel(metrics, defaults, empty=empty, ties=ties, seed=seed)
-        self.metrics, self.ignore_zero_hits = kernel.metrics, ignore_zero_hits
-        super().__init__(kernel, output_transform, device, skip_unrolling, prefix)
-
-
-MRR = MeanReciprocalRank
-
-
-# ------------------------------------------------------------------------------------------
-# Rank-based metrics (Hits@k, MRR, GMR, mean rank) streamed from scores. Input of ``update``:
-# ``(y_pred, y)`` or ``(y_pred, y, {"mask": m, "sample_weight": w})`` with ``y_pred`` scores
-# (batch, num_candidates) and ``y`` either the index of the true candidate (batch,) or binary
-# labels (batch, num_candidates) (every positive ranked against the non-positives, the filtered
-# setting). See rankstream.core.ranks.kernel for the definitions and the state.
-
-
-class RankBasedMetrics(KernelMetric):
-    """Every rank-based metric in one pass: ``compute()`` returns a dict (ignite flattens it
-    into ``engine.state.metrics``) with, for ``key`` in ``hits_at_{k}`` (each ``k`` of ``ks``),
-    ``inverse_harmonic_mean_rank`` (MRR), ``geometric_mean_rank`` and ``arithmetic_mean_rank``:
-    ``key``, ``expected_key``, ``variance_key`` (under random ranking, from each task's number
-    of candidates), ``adjusted_key`` (``(M - E) / (1 - E)``; ``..._index`` for the two rank
-    means) and ``z_key`` (``(M - E) / sqrt(Var)``, larger is better), as PyKEEN's metric
-    classes; plus ``adjusted_arithmetic_mean_rank`` (``M / E``),
-    ``geometric_mean_rank_error_bound`` (relative, of the streamed GMR expectation), PyKEEN's
-    ``variance`` and ``standard_deviation`` of the rank, ``median_rank`` and
-    ``median_absolute_deviation`` (each with its absolute ``..._error_bound``, 0 below
-    ``median_exact``), ``harmonic_mean_rank`` and ``inverse_{arithmetic,geometric,median}_rank``,
-    and ``count`` (tasks with a positive weight).
-
-    **PyKEEN's report in one metric.** ``rank_type=RANK_TYPES`` computes all three rank types
-    from the same comparison passes, and ``sides=("head", "tail")`` keeps separate sums per side;
-    the engine's output is then a mapping ``{"head": batch, "tail": batch}`` (each batch a
-    mapping with ``y_pred``, ``y``, ``mask``, ``sample_weight`` or a tuple). Keys are then
-    PyKEEN's ``"{side}.{rank_type}.{metric}"`` with the side ``"both"`` (all sides together).
-
-    Args:
-        ks: cut-offs of Hits@k.
-        rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"``, or a
-            sequence of them (``rankstream.ignite.RANK_TYPES``: all three).
-        output_transform, device, skip_unrolling: as in every ignite metric.
-        sides: names of the sides (``("head", "tail")``), or None.
-        prefix: prepended to every key (several instances on one engine).
-        filtered_scores: PyKEEN's filtered scores: NaN and ``-inf`` scores are not candidates
-            (without it a NaN score is an error and ``-inf`` the lowest score, a candidate).
-        metrics: what is kept and reported, a subset of ``("hits", "mrr", "gmr", "mr",
-            "dispersion", "median")`` (all by default): the four families, the rank's variance
-            and standard deviation, the median rank and median absolute deviation.
-        median_exact: ranks below it are counted exactly in the median's histogram (1024).
-        median_bins_per_octave: log-spaced histogram bins per doubling of the rank above
-            ``median_exact`` (64); the median's error bound follows from them.
-
-    The state's sums and their report are those of
-    `rankstream.core.ranks.kernel.RankKernel`.
-    """
-
-    def __init__(
-        self,
-        ks: int | list[int] | tuple[int, ...] = (1, 3, 10),
-        rank_type: str | Sequence[str] = "realistic",
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-        *,
-        sides: Sequence[str] | None = None,
-        prefix: str = "",
-        filtered_scores: bool = False,
-        metrics: Sequence[str] = KERNEL_METRICS,
-        median_exact: int = MEDIAN_EXACT,
-        median_bins_per_octave: int = MEDIAN_BINS_PER_OCTAVE,
-    ) -> None:
-        kernel = RankKernel(
-            ks,
-            rank_type,
-            state_dtype=_state_dtype(device),
-            sides=sides,
-            filtered_scores=filtered_scores,
-            metrics=metrics,
-            median_exact=median_exact,
-            median_bins_per_octave=median_bins_per_octave,
-        )
-        self.ks, self.rank_type, self.sides = kernel.ks, kernel.rank_type, kernel.sides
-        super().__init__(kernel, output_transform, device, skip_unrolling, prefix)
-
-
-class _OneRankMetric(KernelMetric):
-    """One rank family (``_family``) and one ``output``; ``rank_type``, ``output``,
-    ``output_transform``, ``device``, ``skip_unrolling`` as in :class:`HitsAtK`."""
-
-    _family = ""
-
-    def __init__(
-        self,
-        rank_type: str = "realistic",
-        output: str = "value",
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-    ) -> None:
-        fam, k = self._family, self.__dict__.get("k", 1)
-        kernel = RankKernel(
-            k, rank_type, metrics=(fam,), select=(fam, output), k_name="k", state_dtype=_state_dtype(device)
-        )
-        self.rank_type, self.output = rank_type, output
-        super().__init__(kernel, output_transform, device, skip_unrolling)
-
-
-class HitsAtK(_OneRankMetric):
-    """Hits@k: the (weighted) fraction of ranking tasks whose true candidate ranks at most
-    ``k``, ``sum_i w_i [r_i <= k] / sum_i w_i`` (a float; a list ordered by ``k`` for a list
-    of ``k``), PyKEEN's ``HitsAtK``.
-
-    ``update`` takes ``(y_pred, y)`` or ``(y_pred, y, {"mask": m, "sample_weight": w})``:
-    ``y_pred`` the scores ``(batch, num_candidates)``, ``y`` the index of the true candidate
-    ``(batch,)`` or binary labels ``(batch, num_candidates)`` (every positive ranked against the
-    non-positives, the filtered setting).
-
-    Args:
-        k: the cut-off, a positive int or a list of them.
-        rank_type: ``"realistic"`` (default: the mean of the two others), ``"optimistic"``
-            (tied candidates rank after the true one) or ``"pessimistic"`` (before it); ties are
-            counted exactly, never broken at random.
-        output: ``"value"`` (default); ``"expected"`` or ``"variance"`` (under random ranking,
-            from each task's number of candidates); ``"adjusted"`` (``(M - E) / (1 - E)``) or
-            ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN's metric classes.
-        output_transform: ignite's: turns the engine's output into the ``update`` input.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-    """
-
-    _family = "hits"
-
-    def __init__(
-        self,
-        k: int | list[int] = 10,
-        rank_type: str = "realistic",
-        output: str = "value",
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = _CPU,
-        skip_unrolling: bool = False,
-    ) -> None:
-        self.k = k
-        super().__init__(rank_type, output, output_transform, device, skip_unrolling)
-
-
-class InverseHarmonicMeanRank(_OneRankMetric):
-    """Mean reciprocal rank, ``sum_i w_i / r_i / sum_i w_i`` (MRR, PyKEEN's inverse harmonic
-    mean rank: each positive ranked against the non-positives); ``update`` as in `HitsAtK`.
-
-    Args:
-        rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"`` (as in
-            `HitsAtK`).
-        output: ``"value"`` (default), ``"expected"``, ``"variance"``, ``"adjusted"`` or ``"z"``
-            (as in `HitsAtK`).
-        output_transform: ignite's: turns the engine's output into the ``update`` input.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-    """
-
-    _family = "mrr"
-
-
-class GeometricMeanRank(_OneRankMetric):
-    """Geometric mean rank ``exp(sum_i w_i ln r_i / sum_i w_i)``; ``update`` as in `HitsAtK`.
-    The expectation and variance are streamed from a cumulant series; a ``RuntimeWarning``
-    says when its error bound exceeds 1e-3 (fewer than about ten tasks).
-
-    Args:
-        rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"`` (as in
-            `HitsAtK`).
-        output: ``"value"`` (default), ``"expected"``, ``"variance"``, ``"adjusted"`` (PyKEEN's
-            adjusted GMR index) or ``"z"`` (as in `HitsAtK`).
-        output_transform: ignite's: turns the engine's output into the ``update`` input.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-    """
-
-    _family = "gmr"
-
-
-class ArithmeticMeanRank(_OneRankMetric):
-    """Arithmetic mean rank ``sum_i w_i r_i / sum_i w_i``; ``update`` as in `HitsAtK`.
-
-    Args:
-        rank_type: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"`` (as in
-            `HitsAtK`).
-        output: ``"value"`` (default), ``"expected"``, ``"variance"``, ``"adjusted"`` (PyKEEN's
-            adjusted mean rank index) or ``"z"`` (as in `HitsAtK`).
-        output_transform: ignite's: turns the engine's output into the ``update`` input.
-        device: where the state's sums are kept (float64; float32 on MPS).
-        skip_unrolling: ignite's: pass a list of per-sample outputs to ``update`` as it is.
-    """
-
-    _family = "mr"
-
-
-GMR = GeometricMeanRank
+KERNEL_ARGS: dict[str, str] = {
+    "kernel": "the metric's definition, e.g. ``rankstream.MAPKernel(top_k=[5, 10])`` (any kernel of "
+    "`rankstream` or `rankstream.core.ranks.kernel.RankKernel`).",
+    **FRAMEWORK_ARGS,
+}
+KernelMetric.__doc__ = docstring(KernelMetric.__doc__ or "", inspect.signature(KernelMetric), KERNEL_ARGS)
+#: the framework's arguments as :class:`KernelMetric` takes them (the derived classes' too)
+FRAMEWORK_PARAMETERS: list[inspect.Parameter] = [
+    p
+    for p in inspect.signature(KernelMetric).parameters.values()
+    if p.name in ("output_transform", "device", "skip_unrolling")
+]

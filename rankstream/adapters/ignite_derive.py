@@ -1,0 +1,98 @@
+"""Public classes derived from a declaration: an explicit signature, an ``Args:`` section, one
+constructor body.
+
+A derived class is a real class (its own ``__name__``, ``__qualname__`` and ``__module__``,
+picklable once bound to that name in that module) whose ``inspect.signature`` is the one it is
+given: every option named, with its kind, default and annotation, and no ``*args`` /
+``**kwargs``. Its constructor binds the call to that signature (a wrong call is the usual
+``TypeError``) and hands the bound arguments, defaults applied, to one ``build`` function.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import textwrap
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+#: width of a generated ``Args:`` line, its indentation included
+ARGS_WIDTH = 96
+#: a literal (````x > 0````): kept on one line when an argument's description is wrapped
+_LITERAL = re.compile(r"``.+?``")
+_KEPT = "\x00"  # stands for a space inside a literal while wrapping
+
+
+def describe(text: str, default: Any) -> str:
+    """An argument's description with ``{default}`` replaced by the default it has here."""
+    return text.replace("{default}", str(default))
+
+
+def args_section(signature: inspect.Signature, described: Mapping[str, str]) -> str:
+    """A Google-style ``Args:`` section naming every parameter of ``signature`` but ``self``,
+    in order, each with its description from ``described`` (``{default}`` standing for its
+    default; a ``KeyError`` names an undescribed one)."""
+    lines = ["Args:"]
+    for name, param in signature.parameters.items():
+        if name == "self":
+            continue
+        if name not in described:
+            raise KeyError(f"no description of the argument {name!r}: add it to the descriptions")
+        text = _LITERAL.sub(
+            lambda m: m.group(0).replace(" ", _KEPT), describe(described[name], param.default)
+        )
+        lines += textwrap.wrap(
+            f"{name}: {text}",
+            ARGS_WIDTH,
+            initial_indent="    ",
+            subsequent_indent="        ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return "\n".join(lines).replace(_KEPT, " ")
+
+
+def docstring(opening: str, signature: inspect.Signature, described: Mapping[str, str]) -> str:
+    """A class docstring: ``opening`` (dedented) and the ``Args:`` section of ``signature``."""
+    return f"{inspect.cleandoc(opening).rstrip()}\n\n{args_section(signature, described)}"
+
+
+def parameters(
+    specs: Iterable[tuple[str, Any, Any]], kind: Any = inspect.Parameter.POSITIONAL_OR_KEYWORD
+) -> list[inspect.Parameter]:
+    """Parameters of one ``kind`` from ``(name, default, annotation)`` triples."""
+    return [inspect.Parameter(name, kind, default=default, annotation=ann) for name, default, ann in specs]
+
+
+def derived_class(
+    name: str,
+    base: type,
+    module: str,
+    signature: inspect.Signature,
+    doc: str,
+    build: Callable[[Any, dict[str, Any]], None],
+) -> type:
+    """A subclass ``name`` of ``base``, defined in ``module``, whose constructor has
+    ``signature`` (``self`` first) and runs ``build(self, arguments)`` with the bound
+    arguments, defaults applied. ``inspect.signature`` of the class shows ``signature`` without
+    ``self``; ``doc`` is its docstring."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{name}.__init__() {exc}") from None
+        bound.apply_defaults()
+        build(self, bound.arguments)
+
+    __init__.__signature__ = signature  # type: ignore[attr-defined]
+    __init__.__qualname__ = f"{name}.__init__"
+    __init__.__module__ = module
+    namespace = {
+        "__init__": __init__,
+        "__doc__": doc,
+        "__module__": module,
+        "__qualname__": name,
+        "__signature__": signature.replace(parameters=list(signature.parameters.values())[1:]),
+    }
+    return type(base)(name, (base,), namespace)
