@@ -4,7 +4,7 @@ The classes mirror the public API of ``pykeen.metrics.ranking`` (1.11.1): callin
 ranks (optionally with the number of candidates and per-task weights) gives a float, and
 ``expected_value`` / ``variance`` / ``std`` give the moments under random ranking
 (``r_i ~ U{1..N_i}``, tasks independent).  Closed forms are O(1) per task
-(:mod:`rankstream.core.ranks.stats`), where PyKEEN builds prefix sums up to ``max N``.
+(:mod:`rankstream.core.ranks.closed_forms`), where PyKEEN builds prefix sums up to ``max N``.
 
 Base metrics (weights are scaling factors as in :func:`numpy.average`, ``W = sum w_i``):
 

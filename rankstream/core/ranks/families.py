@@ -280,10 +280,11 @@ class RankFamily:
         index: whether the re-indexed key takes ``_index`` (``adjusted_geometric_mean_rank_index``).
         normalized: whether the expectation-normalised ``M / E`` is reported too (under
             ``adjusted_<key>``: PyKEEN's ``AdjustedArithmeticMeanRank``).
-        value: ``value(r, xp, k)``, the per-task value ``f(r)`` of a rank.
+        value: ``value(r, xp, k)``, the per-task value ``f(r)`` of a rank (Hits@k's ``k`` a
+            number, or an array of cut-offs broadcast against ``r``: the kernel's every ``k`` at once).
         finish: ``finish(m, xp)``, applied to the weighted mean of ``value`` (``exp`` for GMR).
         task_moments: ``task_moments(n, xp, k) -> (E_i, Var_i)`` of ``f(r)`` for
-            ``r ~ U{1..n}`` (:mod:`~rankstream.core.ranks.stats` closed forms), or ``None`` where the
+            ``r ~ U{1..n}`` (:mod:`~rankstream.core.ranks.closed_forms`), or ``None`` where the
             metric is not a mean of ``f(r)`` (GMR: see ``stream_terms``).
         stream_terms: ``stream_terms(n, w, xp, k=..., order=...)``, the per-task streaming
             contributions (``streamed_forms.*_stream_terms``; for GMR the cumulant sums,
