@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rankstream.core.ranks import stats
+from rankstream.core.ranks import streamed_forms as stats
 from rankstream.pykeen import GeometricMeanRank, InverseHarmonicMeanRank
 
 

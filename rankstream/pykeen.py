@@ -4,7 +4,7 @@ The classes mirror the public API of ``pykeen.metrics.ranking`` (1.11.1): callin
 ranks (optionally with the number of candidates and per-task weights) gives a float, and
 ``expected_value`` / ``variance`` / ``std`` give the moments under random ranking
 (``r_i ~ U{1..N_i}``, tasks independent).  Closed forms are O(1) per task
-(:mod:`rankstream.core.ranks.stats`), where PyKEEN builds prefix sums up to ``max N``.
+(:mod:`rankstream.core.ranks.closed_forms`), where PyKEEN builds prefix sums up to ``max N``.
 
 Base metrics (weights are scaling factors as in :func:`numpy.average`, ``W = sum w_i``):
 
@@ -40,23 +40,39 @@ class names, PyKEEN's synonyms and keys, and ``name@k`` forms (``"hits@10"``, ``
 from __future__ import annotations
 
 import math
-import numbers
-import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
 from rankstream.core.ranks import families as _family
-from rankstream.core.ranks import stats
+from rankstream.core.ranks.evaluation import (
+    AffineTransformationParameters,
+    NoClosedFormError,
+    RandomRankingMoments,
+    ValueRange,
+    affine_parameters,
+    evaluate_family,
+    prepare_inputs,
+    validate_moment_inputs,
+)
 from rankstream.core.ranks.families import (
     RANK_OPTIMISTIC,
     RANK_PESSIMISTIC,
     RANK_REALISTIC,
     RANK_TYPES,
     RankFamily,
+)
+from rankstream.core.ranks.names import _EXACT as _EXACT  # the registry's tables (tests clean them up)
+from rankstream.core.ranks.names import _PREFIX as _PREFIX
+from rankstream.core.ranks.names import (
+    camel_to_snake,
+    check_k,
+    lookup,
+    metric_names,
+    register,
+    register_classes,
 )
 
 __all__ = [
@@ -95,108 +111,13 @@ __all__ = [
 ]
 
 
-@dataclass
-class ValueRange:
-    """The range a metric's values lie in; ``None`` bounds are unbounded."""
+class RankBasedMetric(RandomRankingMoments, ABC):
+    """A metric computed from the ranks of the true items of independent ranking tasks.
 
-    lower: float | None = None
-    lower_inclusive: bool = False
-    upper: float | None = None
-    upper_inclusive: bool = False
-
-    def __contains__(self, x: float) -> bool:
-        if self.lower is not None and (x < self.lower or (x == self.lower and not self.lower_inclusive)):
-            return False
-        if self.upper is not None and (x > self.upper or (x == self.upper and not self.upper_inclusive)):
-            return False
-        return True
-
-    def approximate(self, epsilon: float) -> ValueRange:
-        """The range widened by ``epsilon`` on each bounded side."""
-        return ValueRange(
-            lower=None if self.lower is None else self.lower - epsilon,
-            lower_inclusive=self.lower_inclusive,
-            upper=None if self.upper is None else self.upper + epsilon,
-            upper_inclusive=self.upper_inclusive,
-        )
-
-    @staticmethod
-    def _format(value: float | None, lower: bool) -> str:
-        if value is None:
-            return "-inf" if lower else "inf"
-        if isinstance(value, float) and value.is_integer():
-            return str(int(value))
-        return str(value)
-
-    def notate(self) -> str:
-        """Interval notation, e.g. ``[0, 1]`` or ``(0, 1]``."""
-        left = "[" if self.lower is not None and self.lower_inclusive else "("
-        right = "]" if self.upper is not None and self.upper_inclusive else ")"
-        return f"{left}{self._format(self.lower, True)}, {self._format(self.upper, False)}{right}"
-
-
-class NoClosedFormError(ValueError):
-    """Raised when a moment has no closed form and no number of samples was given."""
-
-
-class AffineTransformationParameters(NamedTuple):
-    """``M* = scale * M + offset``."""
-
-    scale: float = 1.0
-    offset: float = 0.0
-
-
-def _coefficients(pair: tuple[Any, Any]) -> AffineTransformationParameters:
-    """Python floats of ``(scale, offset)`` from :mod:`rankstream.core.ranks.families`'s
-    affine coefficients (computed with numpy on Python floats: the same IEEE operations)."""
-    return AffineTransformationParameters(scale=float(pair[0]), offset=float(pair[1]))
-
-
-def _camel_to_snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-def _check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
-    return int(k)
-
-
-class _Inputs(NamedTuple):
-    ranks: np.ndarray  # shape (num_tasks,)
-    num_candidates: np.ndarray | None
-    weights: np.ndarray | None
-
-
-def _prepare_inputs(ranks: Any, num_candidates: Any, weights: Any) -> _Inputs:
-    r = stats.check_ranks(ranks, num_candidates)
-    n = None if num_candidates is None else stats.check_num_candidates(num_candidates).reshape(-1)
-    w = stats.check_weights(weights, shape=r.shape)
-    return _Inputs(r.reshape(-1), n, None if w is None else w.reshape(-1))
-
-
-def _validate_moment_inputs(num_candidates: Any, weights: Any) -> None:
-    """Validate inputs of moments that do not depend on them (constant 0 / 1)."""
-    n = stats.check_num_candidates(num_candidates)
-    stats.check_weights(weights, shape=n.shape)
-
-
-def _weighted_mean(values: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
-    """Mean over the last axis, weighted like numpy.average."""
-    if weights is None:
-        return values.mean(axis=-1)
-    return (values * weights).sum(axis=-1) / weights.sum()
-
-
-def _evaluate_family(
-    family: RankFamily, ranks: np.ndarray, weights: np.ndarray | None, k: int | None = None
-) -> np.ndarray:
-    """``finish(sum_i w_i f(r_i) / W)`` over the last axis, ``f``/``finish`` the family's."""
-    return family.finish(_weighted_mean(family.value(ranks, np, k), weights), np)
-
-
-class RankBasedMetric(ABC):
-    """A metric computed from the ranks of the true items of independent ranking tasks."""
+    Its moments under random ranking (:meth:`expected_value`, :meth:`variance`, :meth:`std`)
+    come from closed forms where the metric has them, else from sampled ranks
+    (:meth:`get_sampled_values`, :meth:`numeric_expected_value`, :meth:`numeric_variance`, and
+    their bootstrap intervals)."""
 
     #: display name (as in PyKEEN)
     name: ClassVar[str]
@@ -234,7 +155,7 @@ class RankBasedMetric(ABC):
         case."""
         if self.family is not None:
             return self.family.key(getattr(self, "k", None))
-        return _camel_to_snake(type(self).__name__)
+        return camel_to_snake(type(self).__name__)
 
     @classmethod
     def get_description(cls) -> str:
@@ -246,12 +167,7 @@ class RankBasedMetric(ABC):
     @classmethod
     def get_range(cls) -> str:
         """Interval notation of the value range (with data-dependent bounds where tight)."""
-        vr = cls.value_range
-        left = "[" if vr.lower is not None and vr.lower_inclusive else "("
-        right = "]" if vr.upper is not None and vr.upper_inclusive else ")"
-        low = cls.tight_lower if cls.tight_lower is not None else ValueRange._format(vr.lower, True)
-        high = cls.tight_upper if cls.tight_upper is not None else ValueRange._format(vr.upper, False)
-        return f"{left}{low}, {high}{right}".replace("inf", "∞")
+        return cls.value_range.notate(cls.tight_lower, cls.tight_upper).replace("inf", "∞")
 
     def iter_extra_repr(self) -> Iterable[str]:
         """Components of the ``repr`` beyond the class name."""
@@ -277,117 +193,8 @@ class RankBasedMetric(ABC):
             raise ValueError(f"{type(self).__name__} does not support weights, got weights")
         if self.needs_candidates and num_candidates is None:
             raise ValueError(f"{type(self).__name__} requires num_candidates, got None")
-        inp = _prepare_inputs(ranks, num_candidates, weights)
+        inp = prepare_inputs(ranks, num_candidates, weights)
         return float(self._evaluate(inp.ranks[None, :], inp.num_candidates, inp.weights)[0])
-
-    # -- moments ----------------------------------------------------------------------------
-    def expected_value(
-        self, num_candidates: Any, num_samples: int | None = None, weights: Any = None, **kwargs: Any
-    ) -> float:
-        """Expected value under random ranking (closed form if available, else sampled)."""
-        return self._moment("expectation", num_candidates, num_samples, weights, kwargs)
-
-    def variance(
-        self, num_candidates: Any, num_samples: int | None = None, weights: Any = None, **kwargs: Any
-    ) -> float:
-        """Variance under random ranking (closed form if available, else sampled)."""
-        return self._moment("variance", num_candidates, num_samples, weights, kwargs)
-
-    def std(
-        self, num_candidates: Any, num_samples: int | None = None, weights: Any = None, **kwargs: Any
-    ) -> float:
-        """Standard deviation under random ranking, ``sqrt(variance(...))``."""
-        return math.sqrt(
-            self.variance(num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs)
-        )
-
-    def _moment(
-        self, moment: str, num_candidates: Any, num_samples: int | None, weights: Any, kwargs: dict[str, Any]
-    ) -> float:
-        """The ``moment`` (``"expectation"`` or ``"variance"``) behind :meth:`expected_value` and
-        :meth:`variance`; subclasses with closed forms override it.  Here: sampled
-        (:meth:`numeric_expected_value` / :meth:`numeric_variance`, ``kwargs`` passed on), or
-        :class:`NoClosedFormError` without ``num_samples``."""
-        if num_samples is None:
-            raise NoClosedFormError(f"{type(self).__name__} has no closed-form {moment}; pass num_samples")
-        numeric = self.numeric_expected_value if moment == "expectation" else self.numeric_variance
-        return numeric(num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs)
-
-    # -- sampling ---------------------------------------------------------------------------
-    def get_sampled_values(
-        self,
-        num_candidates: Any,
-        num_samples: int,
-        weights: Any = None,
-        generator: np.random.Generator | int | None = None,
-        memory_intense: bool = True,
-    ) -> np.ndarray:
-        """The metric on ``num_samples`` rank vectors drawn from ``U{1..N_i}``, shape ``(S,)``.
-
-        ``memory_intense=True`` draws all samples at once (``num_samples * num_tasks`` ranks in
-        memory); ``False`` draws and evaluates one rank vector at a time.
-        """
-        return self._sampled_values(num_candidates, num_samples, weights, generator, memory_intense)
-
-    def _sampled_values(
-        self, num_candidates: Any, num_samples: int, weights: Any, generator: Any, memory_intense: bool
-    ) -> np.ndarray:
-        """Behind :meth:`get_sampled_values`: the metric on drawn ranks (a derived metric
-        adjusts its base metric's sampled values instead)."""
-        if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) or num_samples < 1:
-            raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
-        n = stats.check_num_candidates(num_candidates)
-        w = stats.check_weights(weights, shape=n.shape)
-        n = n.reshape(-1)
-        w = None if w is None else w.reshape(-1)
-        rng = np.random.default_rng(generator)
-        high = n.astype(np.int64) + 1
-        if memory_intense:
-            ranks = rng.integers(1, high, size=(int(num_samples), n.size)).astype(np.float64)
-            return self._evaluate(ranks, n, w)
-        out = np.empty(int(num_samples), dtype=np.float64)
-        for s in range(int(num_samples)):
-            ranks = rng.integers(1, high).astype(np.float64)
-            out[s] = self._evaluate(ranks[None, :], n, w)[0]
-        return out
-
-    def numeric_expected_value(self, **kwargs: Any) -> float:
-        """Monte-Carlo estimate of the expectation (kwargs go to :meth:`get_sampled_values`)."""
-        return float(self.get_sampled_values(**kwargs).mean())
-
-    def numeric_variance(self, **kwargs: Any) -> float:
-        """Monte-Carlo estimate of the variance (unbiased, ``ddof=1``)."""
-        return float(self.get_sampled_values(**kwargs).var(ddof=1))
-
-    def _bootstrap(
-        self,
-        func: Callable[[np.ndarray], Any],
-        num_candidates: Any,
-        num_samples: int,
-        confidence_level: float = 95.0,
-        n_boot: int = 1_000,
-        generator: np.random.Generator | int | None = None,
-        **kwargs: Any,
-    ) -> np.ndarray:
-        if not 50.0 < confidence_level < 100.0:
-            raise ValueError(f"confidence_level must lie in (50, 100), got {confidence_level!r}")
-        rng = np.random.default_rng(generator)
-        values = self.get_sampled_values(
-            num_candidates=num_candidates, num_samples=num_samples, generator=rng, **kwargs
-        )
-        size = values.shape[0]
-        resampled = values[rng.integers(size, size=(int(n_boot), size))]
-        estimates = np.asarray([func(row) for row in resampled])
-        half = confidence_level / 2.0
-        return np.percentile(estimates, [50.0 - half, 50.0, 50.0 + half])
-
-    def numeric_expected_value_with_ci(self, **kwargs: Any) -> np.ndarray:
-        """Bootstrap ``[low, median, high]`` of the sampled mean (``confidence_level=95``)."""
-        return self._bootstrap(func=np.mean, **kwargs)
-
-    def numeric_variance_with_ci(self, **kwargs: Any) -> np.ndarray:
-        """Bootstrap ``[low, median, high]`` of the sampled variance."""
-        return self._bootstrap(func=np.var, **kwargs)
 
 
 # ==========================================================================================
@@ -409,7 +216,7 @@ class _FamilyMetric(RankBasedMetric):
     def _evaluate(
         self, ranks: np.ndarray, num_candidates: np.ndarray | None, weights: np.ndarray | None
     ) -> np.ndarray:
-        return _evaluate_family(self.family, ranks, weights, self._k())
+        return evaluate_family(self.family, ranks, weights, self._k())
 
     def _moment(
         self, moment: str, num_candidates: Any, num_samples: int | None, weights: Any, kwargs: dict[str, Any]
@@ -433,12 +240,7 @@ class HitsAtK(_FamilyMetric):
     increasing = _family.HITS.increasing
 
     def __init__(self, k: int = 10) -> None:
-        self.k = _check_k(k)
-
-    @property
-    def key(self) -> str:
-        """``hits_at_<k>``."""
-        return self.family.key(self.k)
+        self.k = check_k(k)
 
     def iter_extra_repr(self) -> Iterable[str]:
         yield f"k={self.k}"
@@ -573,7 +375,7 @@ class DerivedRankBasedMetric(RankBasedMetric):
         self, moment: str, num_candidates: Any, num_samples: int | None, weights: Any, kwargs: dict[str, Any]
     ) -> float:
         if moment in self._constant_moments:
-            _validate_moment_inputs(num_candidates, weights)
+            validate_moment_inputs(num_candidates, weights)
             return self._constant_moments[moment]
         base_kwargs = dict(num_candidates=num_candidates, num_samples=num_samples, weights=weights, **kwargs)
         if moment == "expectation":
@@ -594,7 +396,7 @@ class ReindexedMetric(DerivedRankBasedMetric):
 
     def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
         mean = self.base.expected_value(num_candidates=num_candidates, weights=weights)
-        return _coefficients(_family.reindexed_coefficients(mean))
+        return affine_parameters(_family.reindexed_coefficients(mean))
 
 
 class ZMetric(DerivedRankBasedMetric):
@@ -609,7 +411,7 @@ class ZMetric(DerivedRankBasedMetric):
     def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
         mean = self.base.expected_value(num_candidates=num_candidates, weights=weights)
         std = self.base.std(num_candidates=num_candidates, weights=weights)
-        return _coefficients(_family.z_coefficients(mean, std, self.base.increasing))
+        return affine_parameters(_family.z_coefficients(mean, std, self.base.increasing))
 
 
 class ExpectationNormalizedMetric(DerivedRankBasedMetric):
@@ -620,7 +422,7 @@ class ExpectationNormalizedMetric(DerivedRankBasedMetric):
 
     def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
         mean = self.base.expected_value(num_candidates=num_candidates, weights=weights)
-        return _coefficients(_family.normalized_coefficients(mean))
+        return affine_parameters(_family.normalized_coefficients(mean))
 
 
 # each family's derived metrics, in the registry's order
@@ -734,88 +536,6 @@ MeanRank = ArithmeticMeanRank
 # resolver
 
 
-@dataclass
-class _Entry:
-    factory: Callable[..., Any]
-    takes_k: bool
-    default_k: int | None
-    label: str
-
-
-_EXACT: dict[str, _Entry] = {}
-_PREFIX: dict[str, _Entry] = {}
-_DIGITS = re.compile(r"^(.*?)(\d+)$")
-
-
-def _normalize(name: str) -> str:
-    return re.sub(r"[\s_\-]", "", name.strip().lower())
-
-
-def _k_prefix(normalized: str) -> str | None:
-    """The ``@k`` prefix of a name (``hits@k`` -> ``hits@``, ``hitsatk`` -> ``hitsat``)."""
-    for suffix, cut in (("@k", 1), ("@", 0), ("atk", 1), ("at", 0)):
-        if normalized.endswith(suffix) and len(normalized) > len(suffix):
-            return normalized[: len(normalized) - cut] if cut else normalized
-    return None
-
-
-def register(
-    name: str,
-    factory: Callable[..., Any],
-    *,
-    takes_k: bool | None = None,
-    default_k: int | None = None,
-    overwrite: bool = False,
-) -> None:
-    """Make :func:`resolve` turn ``name`` into ``factory(...)``.
-
-    Names are matched case-insensitively, ignoring ``_``, ``-`` and spaces.  A name taking
-    ``k`` (``takes_k=True``, or by default a name ending in ``@``, ``@k``, ``_at_`` or
-    ``_at_k``) also registers its prefix: after ``register("map@", lambda k: MAP(k))``,
-    ``resolve("map@5")`` returns ``MAP(5)``; ``resolve("map@")`` / ``resolve("map@k")`` use
-    ``default_k`` (an error if it is None).  Other names call ``factory(**kwargs)``.
-    Re-registering a taken name raises ``ValueError`` unless ``overwrite=True``.
-    """
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
-    if not callable(factory):
-        raise ValueError(f"factory must be callable, got {factory!r}")
-    if default_k is not None:
-        _check_k(default_k)
-    key = _normalize(name)
-    prefix = _k_prefix(key)
-    if takes_k is None:
-        takes_k = prefix is not None and (name.rstrip().lower().endswith(("@", "@k", "_at_", "_at_k")))
-    if takes_k and prefix is None:
-        prefix = key
-    entry = _Entry(factory=factory, takes_k=bool(takes_k), default_k=default_k, label=name)
-    targets = [(_EXACT, key)] + ([(_PREFIX, prefix)] if takes_k else [])
-    if not overwrite:
-        for table, k in targets:
-            if k in table and table[k].factory is not factory:
-                raise ValueError(
-                    f"metric name {name!r} (normalized {k!r}) is already registered "
-                    f"as {table[k].label!r}; pass overwrite=True to replace it"
-                )
-    for table, k in targets:
-        table[k] = entry
-
-
-def _instantiate(entry: _Entry, query: str, k: int | None, kwargs: dict[str, Any]) -> Any:
-    if not entry.takes_k:
-        if k is not None:
-            raise ValueError(f"metric {query!r} does not take a k")
-        return entry.factory(**kwargs)
-    if k is not None and "k" in kwargs and kwargs["k"] != k:
-        raise ValueError(f"conflicting k: {query!r} names k={k}, but k={kwargs['k']!r} was passed")
-    if k is None:
-        k = kwargs.get("k", entry.default_k)
-        if k is None:
-            raise ValueError(f"metric {query!r} needs a k, e.g. {query.rstrip('kK')}10")
-    rest = {key: value for key, value in kwargs.items() if key != "k"}
-    return entry.factory(_check_k(k), **rest)
-
-
 def resolve(query: Any = None, **kwargs: Any) -> Any:
     """Turn a metric name, synonym, key or ``name@k`` into a metric object.
 
@@ -835,23 +555,10 @@ def resolve(query: Any = None, **kwargs: Any) -> Any:
         return query(**kwargs)
     if not isinstance(query, str):
         raise ValueError(f"query must be a metric name, class or instance, got {query!r}")
-    key = _normalize(query)
-    if key in _EXACT:
-        return _instantiate(_EXACT[key], query, None, kwargs)
-    match = _DIGITS.match(key)
-    if match and match.group(1) in _PREFIX:
-        return _instantiate(_PREFIX[match.group(1)], query, int(match.group(2)), kwargs)
-    if match and match.group(1) in _EXACT:
-        raise ValueError(f"metric {query!r}: {match.group(1)!r} does not take a k")
-    raise ValueError(f"unknown metric {query!r} (normalized {key!r}); known names: {metric_names()}")
+    return lookup(query, kwargs)
 
 
 get_metric = resolve
-
-
-def metric_names() -> list[str]:
-    """All registered (normalized) names; ``@k`` prefixes are listed as ``prefix<k>``."""
-    return sorted(set(_EXACT) | {p + "<k>" for p in _PREFIX})
 
 
 _BUILTIN: tuple[type[RankBasedMetric], ...] = (
@@ -872,27 +579,7 @@ _BUILTIN: tuple[type[RankBasedMetric], ...] = (
 _K_CLASSES = (HitsAtK, AdjustedHitsAtK, ZHitsAtK)
 
 
-def _register_builtin() -> None:
-    for cls in _BUILTIN:
-        takes_k = cls in _K_CLASSES
-        names = [cls.__name__, *cls.synonyms]
-        if not takes_k:
-            names.append(_camel_to_snake(cls.__name__))
-        for label in names:
-            key = _normalize(label)
-            prefix = _k_prefix(key) if takes_k else None
-            # hits-style names: "hits@k", "h@", "hits_at_", class names "...AtK"; plain
-            # synonyms such as "ahk" / "zahk" are exact names with the default k
-            if takes_k:
-                entry = _Entry(factory=cls, takes_k=True, default_k=10, label=label)
-                _EXACT[key] = entry
-                if prefix is not None:
-                    _PREFIX[prefix] = entry
-            else:
-                _EXACT[key] = _Entry(factory=cls, takes_k=False, default_k=None, label=label)
-
-
-_register_builtin()
+register_classes(_BUILTIN, _K_CLASSES)
 
 
 def _register_list_metrics() -> None:

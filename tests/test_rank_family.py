@@ -13,7 +13,7 @@ import pytest
 import rankstream.core.ranks.kernel as RB
 import rankstream.pykeen as R
 from rankstream.core.ranks import families as F
-from rankstream.core.ranks import stats as S
+from rankstream.core.ranks import streamed_forms as S
 from rankstream.core.state import State
 
 P = pytest.importorskip("pykeen.metrics.ranking")

@@ -19,7 +19,7 @@ from pykeen.evaluation.rank_based_evaluator import RankBasedMetricResults
 from pykeen.metrics import ranking as pk
 from scipy import stats as sps
 
-from rankstream.core.ranks import stats
+from rankstream.core.ranks import median as stats
 from rankstream.core.ranks.families import RANK_TYPES
 from rankstream.core.ranks.kernel import RankKernel
 from rankstream.core.state import State

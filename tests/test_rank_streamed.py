@@ -25,7 +25,8 @@ from pykeen.metrics import ranking as pk
 
 from rankstream.core import backends
 from rankstream.core.ranks import stats
-from rankstream.core.ranks.kernel import RankKernel, per_task_ranks
+from rankstream.core.ranks.kernel import RankKernel
+from rankstream.core.ranks.tasks import per_task_ranks
 from rankstream.core.state import State
 from rankstream.ignite import (
     GMR,

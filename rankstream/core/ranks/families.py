@@ -10,9 +10,12 @@ looked up by name in :data:`FAMILIES`) holds what defines the metric:
 * its direction (``increasing``);
 * the per-task value ``f(r)`` of a rank (``I[r <= k]``, ``1/r``, ``ln r``, ``r``) and the finish
   of the weighted mean (``exp`` for the GMR), on an array namespace ``xp``;
-* its moments under random ranking: the per-task terms and streaming contributions
-  (:mod:`rankstream.core.ranks.stats`), the closed forms over tasks, and the state fields the
-  streamed kernel keeps for it.
+* its moments under random ranking: the per-task terms
+  (:mod:`~rankstream.core.ranks.closed_forms`), the streaming contributions
+  (:mod:`~rankstream.core.ranks.streamed_forms`), the closed forms over tasks;
+* what the streamed kernel keeps for it: its state fields, the columns of unit-weight
+  expectation terms it sums per task (with the power of the task weight each takes), and the
+  reduction of those sums to the moments.
 
 Both the PyKEEN-compatible classes (:mod:`rankstream.pykeen`) and the streamed kernel
 (:class:`rankstream.core.ranks.kernel.RankKernel`) read it, and both use the one
@@ -32,19 +35,22 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from rankstream.core.ranks import stats
+from rankstream.core.ranks import closed_forms as cf
+from rankstream.core.ranks import streamed_forms as sf
 
 __all__ = [
     "EPSILON",
     "FAMILIES",
     "GMR",
     "HITS",
+    "INVERSES",
     "METRICS",
     "MR",
     "MRR",
@@ -56,7 +62,6 @@ __all__ = [
     "RankFamily",
     "affine",
     "check_rank_type",
-    "families",
     "get_family",
     "normalized_coefficients",
     "reindexed_coefficients",
@@ -138,7 +143,7 @@ def affine(value: Array, coefficients: tuple[Array, Array]) -> Array:
 
 
 # ==========================================================================================
-# per-task values of each family, and its moments (from :mod:`~rankstream.core.ranks.stats`) in the
+# per-task values of each family, and its moments (closed and streamed forms) in the
 # registry's calling convention (module-level functions and partials: picklable)
 
 
@@ -183,22 +188,81 @@ def _taken(func: Callable[..., Any], **options: Any) -> dict[str, Any]:
 def _task_moments(
     terms: Callable[..., tuple[Array, Array]], n: Array, xp: Any, k: Any
 ) -> tuple[Array, Array]:
-    """``task_moments(n, xp, k)`` from ``stats.*_terms``."""
+    """``task_moments(n, xp, k)`` from ``closed_forms.*_terms``."""
     return terms(n, xp=xp, **_taken(terms, k=k))
 
 
 def _stream_terms(
     terms: Callable[..., dict], n: Array, w: Array | None, xp: Any, k: Any = 10, order: int | None = None
 ) -> dict:
-    """``stream_terms(n, w, xp, k=..., order=...)`` from ``stats.*_stream_terms``."""
-    order = stats.DEFAULT_GMR_ORDER if order is None else order
+    """``stream_terms(n, w, xp, k=..., order=...)`` from ``streamed_forms.*_stream_terms``."""
+    order = sf.DEFAULT_GMR_ORDER if order is None else order
     return terms(n, w, xp, **_taken(terms, k=k, order=order))
 
 
 def _over_tasks(moment: Callable[..., float], num_candidates: Any, weights: Any = None, k: Any = 10) -> float:
     """``expectation`` / ``variance(num_candidates, weights=None, k=...)`` from the closed forms
-    ``stats.*_expectation`` / ``stats.*_variance``."""
+    ``closed_forms.*_expectation`` / ``closed_forms.*_variance``."""
     return moment(num_candidates, weights=weights, **_taken(moment, k=k))
+
+
+# the streamed kernel's state of a family: columns of unit-weight expectation terms
+# ``(field, power of the task weight)`` (a field of shape (K,) or (M,) has K or M consecutive
+# columns), the terms in that order, and the moments from the summed fields
+
+
+def _linear_columns(fields: tuple[str, str], takes_k: bool, ks: Sequence[Any], order: int) -> tuple:
+    """A weighted mean of ``f(r)``: ``sum w E_i`` (power 1) and ``sum w^2 Var_i`` (power 2),
+    one column per cut-off."""
+    count = len(ks) if takes_k else 1
+    return ((fields[0], 1),) * count + ((fields[1], 2),) * count
+
+
+def _linear_unit_terms(
+    terms: Callable[..., dict], takes_k: bool, n: Array, xp: Any, ks: Sequence[Any], order: int
+) -> list[Array]:
+    """The ``mean`` and ``var`` streaming terms at unit weight (``w = None``)."""
+    per_k = [terms(n, None, xp, k=float(k)) for k in ks] if takes_k else [terms(n, None, xp)]
+    return [t["mean"] for t in per_k] + [t["var"] for t in per_k]
+
+
+def _linear_moments(
+    fields: tuple[str, str], s: Mapping[str, Any], total: Array, xp: Any, j: int | None
+) -> tuple[Array, Array, dict[str, Array]]:
+    """``E = sum w E_i / W`` and ``Var = sum w^2 Var_i / W^2`` (of cut-off ``j``)."""
+    mean, var = (s[f] for f in fields)
+    if j is not None:
+        mean, var = mean[..., j], var[..., j]
+    return (*sf.sum_moments(mean, var, total), {})
+
+
+def _gmr_columns(ks: Sequence[Any], order: int) -> tuple:
+    """The exact ``E``/``Var`` of one task's rank (for a single task), then the Taylor
+    coefficients ``w^m kappa_m / m!`` (power ``m``) and the tail ``w^(M+1) I[N > 1]``."""
+    moments = _linear_columns(("rank_mean", "rank_var"), False, ks, order)
+    return (*moments, *(("gmr_cumulants", m) for m in range(1, order + 1)), ("gmr_tail", order + 1))
+
+
+def _gmr_unit_terms(n: Array, xp: Any, ks: Sequence[Any], order: int) -> list[Array]:
+    out = _linear_unit_terms(sf.mean_rank_stream_terms, False, n, xp, ks, order)
+    t = sf.gmr_stream_terms(n, None, xp, order=order)
+    # Taylor coefficients kappa_m / m! (magnitude about 1/m; see the kernel's module docstring)
+    out += [t[f"cumulant_{m}"] / float(math.factorial(m)) for m in range(1, order + 1)]
+    return [*out, t["tail"]]
+
+
+def _gmr_moments(
+    bound_key: str, s: Mapping[str, Any], total: Array, xp: Any, j: int | None
+) -> tuple[Array, Array, dict[str, Array]]:
+    """The one GMR reducer (:func:`~rankstream.core.ranks.streamed_forms.gmr_moments_xp`) of
+    the cumulant sums, with its error bound under ``bound_key``; one task (of positive
+    weight): the GMR is its rank, ``E`` and ``Var`` exact (bound 0)."""
+    cumulants = s["gmr_cumulants"]
+    coefficients = [cumulants[..., m] for m in range(int(cumulants.shape[-1]))]
+    mean, var, bound = sf.gmr_moments_xp(total, coefficients, s["gmr_tail"], xp)
+    one = s["count"] == 1.0
+    mean1, var1, _ = _linear_moments(("rank_mean", "rank_var"), s, total, xp, None)
+    return xp.where(one, mean1, mean), xp.where(one, var1, var), {bound_key: xp.where(one, 0.0, bound)}
 
 
 # ==========================================================================================
@@ -216,14 +280,16 @@ class RankFamily:
         index: whether the re-indexed key takes ``_index`` (``adjusted_geometric_mean_rank_index``).
         normalized: whether the expectation-normalised ``M / E`` is reported too (under
             ``adjusted_<key>``: PyKEEN's ``AdjustedArithmeticMeanRank``).
-        value: ``value(r, xp, k)``, the per-task value ``f(r)`` of a rank.
+        value: ``value(r, xp, k)``, the per-task value ``f(r)`` of a rank (Hits@k's ``k`` a
+            number, or an array of cut-offs broadcast against ``r``: the kernel's every ``k`` at once).
         finish: ``finish(m, xp)``, applied to the weighted mean of ``value`` (``exp`` for GMR).
         task_moments: ``task_moments(n, xp, k) -> (E_i, Var_i)`` of ``f(r)`` for
-            ``r ~ U{1..n}`` (:mod:`~rankstream.core.ranks.stats` closed forms), or ``None`` where the
+            ``r ~ U{1..n}`` (:mod:`~rankstream.core.ranks.closed_forms`), or ``None`` where the
             metric is not a mean of ``f(r)`` (GMR: see ``stream_terms``).
         stream_terms: ``stream_terms(n, w, xp, k=..., order=...)``, the per-task streaming
-            contributions (``stats.*_stream_terms``; for GMR the cumulant sums, reduced by
-            :func:`rankstream.core.ranks.stats.gmr_moments_from_sums` / ``gmr_moments_xp``).
+            contributions (``streamed_forms.*_stream_terms``; for GMR the cumulant sums,
+            reduced by :func:`~rankstream.core.ranks.streamed_forms.gmr_moments_from_sums` /
+            ``gmr_moments_xp``).
         expectation, variance: ``(num_candidates, weights=None, k=...) -> float``, the exact
             moments over tasks (numpy, validated).
         value_field: the state field holding ``sum w f(r)``.
@@ -231,6 +297,15 @@ class RankFamily:
             ``weight``, ``count`` and ``invalid``).
         moment_fields: ``(E, Var)`` state fields for a mean of ``f(r)`` (``sum w E_i``,
             ``sum w^2 Var_i``); the GMR keeps ``rank_mean``/``rank_var`` for one task.
+        columns: ``columns(ks, order)``, the streamed kernel's expectation columns: one
+            ``(field, power of the task weight)`` per column (a field of shape (K,) or (M,)
+            has K or M consecutive columns); families may share a field (the same sums).
+        unit_terms: ``unit_terms(n, xp, ks, order)``, the per-task terms of those columns at
+            unit weight, in their order (elementwise in ``n``: the kernel tabulates them per
+            number of candidates).
+        sum_moments: ``sum_moments(s, total, xp, j) -> (E, Var, extra)`` from the summed
+            fields ``s`` (``total`` the summed weight, ``j`` the cut-off's index or None);
+            ``extra`` maps further report keys to values (the GMR's error bound).
     """
 
     name: str
@@ -246,6 +321,9 @@ class RankFamily:
     value_field: str
     fields: tuple[str, ...]
     moment_fields: tuple[str, str]
+    columns: Callable[[Sequence[Any], int], tuple[tuple[str, int], ...]]
+    unit_terms: Callable[[Array, Any, Sequence[Any], int], list[Array]]
+    sum_moments: Callable[[Mapping[str, Any], Array, Any, int | None], tuple[Array, Array, dict[str, Array]]]
     normalized: bool = False
 
     @property
@@ -309,19 +387,14 @@ class RankFamily:
         return out
 
 
-#: each family's :mod:`~rankstream.core.ranks.stats` functions: the per-task ``(E, Var)`` of ``f(r)``
-#: (none for the GMR, not a mean of ``f(r)``), the streaming contributions, and ``E`` and
-#: ``Var`` over tasks
+#: each family's moment functions: the per-task ``(E, Var)`` of ``f(r)`` (closed forms; none
+#: for the GMR, not a mean of ``f(r)``), the streaming contributions, and ``E`` and ``Var``
+#: over tasks (closed forms)
 _STATS: dict[str, tuple[Callable[..., Any] | None, ...]] = {
-    "hits": (stats.hits_terms, stats.hits_stream_terms, stats.hits_expectation, stats.hits_variance),
-    "mrr": (stats.reciprocal_rank_terms, stats.mrr_stream_terms, stats.mrr_expectation, stats.mrr_variance),
-    "gmr": (None, stats.gmr_stream_terms, stats.gmr_expectation, stats.gmr_variance),
-    "mr": (
-        stats.rank_terms,
-        stats.mean_rank_stream_terms,
-        stats.mean_rank_expectation,
-        stats.mean_rank_variance,
-    ),
+    "hits": (cf.hits_terms, sf.hits_stream_terms, cf.hits_expectation, cf.hits_variance),
+    "mrr": (cf.reciprocal_rank_terms, sf.mrr_stream_terms, cf.mrr_expectation, cf.mrr_variance),
+    "gmr": (None, sf.gmr_stream_terms, cf.gmr_expectation, cf.gmr_variance),
+    "mr": (cf.rank_terms, sf.mean_rank_stream_terms, cf.mean_rank_expectation, cf.mean_rank_variance),
 }
 
 
@@ -339,11 +412,12 @@ def _declare(
 
     By default the re-indexed key of a decreasing family takes ``_index`` (PyKEEN's AGMRI and
     AAMRI), ``finish`` is the identity, and the state keeps ``value_field`` and its ``_mean``
-    and ``_var`` sums, the moment fields; ``overrides`` replace or add any other
-    :class:`RankFamily` field.
+    and ``_var`` sums, the moment fields, streamed as a weighted mean of ``f(r)``;
+    ``overrides`` replace or add any other :class:`RankFamily` field.
     """
     task_terms, stream_terms, expectation, variance = _STATS[name]
     moment_fields = (f"{value_field}_mean", f"{value_field}_var")
+    takes_k = "{k}" in key_template
     declared: dict[str, Any] = {
         "name": name,
         "key_template": key_template,
@@ -358,6 +432,9 @@ def _declare(
         "value_field": value_field,
         "fields": (value_field, *moment_fields),
         "moment_fields": moment_fields,
+        "columns": functools.partial(_linear_columns, moment_fields, takes_k),
+        "unit_terms": functools.partial(_linear_unit_terms, stream_terms, takes_k),
+        "sum_moments": functools.partial(_linear_moments, moment_fields),
     }
     return RankFamily(**{**declared, **overrides})
 
@@ -375,6 +452,9 @@ GMR = _declare(
     # rank_mean / rank_var: the exact E and Var of a single task's rank
     fields=("log_rank", "gmr_cumulants", "gmr_tail", "rank_mean", "rank_var"),
     moment_fields=("rank_mean", "rank_var"),
+    columns=_gmr_columns,
+    unit_terms=_gmr_unit_terms,
+    sum_moments=functools.partial(_gmr_moments, "geometric_mean_rank_error_bound"),
 )
 MR = _declare("mr", "arithmetic_mean_rank", _identity_value, "rank", increasing=False, normalized=True)
 
@@ -382,6 +462,13 @@ MR = _declare("mr", "arithmetic_mean_rank", _identity_value, "rank", increasing=
 FAMILIES: dict[str, RankFamily] = {f.name: f for f in (HITS, MRR, GMR, MR)}
 #: their names: Hits@k, MRR (inverse harmonic mean rank), GMR, arithmetic mean rank
 METRICS: tuple[str, ...] = tuple(FAMILIES)
+#: PyKEEN's inverse forms ``1 / value`` of a family's value: (family, report key), in the order
+#: they are reported
+INVERSES: tuple[tuple[str, str], ...] = (
+    ("mrr", "harmonic_mean_rank"),
+    ("mr", "inverse_arithmetic_mean_rank"),
+    ("gmr", "inverse_geometric_mean_rank"),
+)
 
 
 def get_family(name: str) -> RankFamily:
@@ -420,8 +507,3 @@ def state_fields(metrics: Iterable[str], num_ks: int, gmr_order: int) -> dict[st
         wanted.update(get_family(name).fields)
     shapes = {"hits": (num_ks,), "hits_mean": (num_ks,), "hits_var": (num_ks,), "gmr_cumulants": (gmr_order,)}
     return {f: shapes.get(f, ()) for f in _FIELD_ORDER if f in wanted}
-
-
-def families(metrics: Sequence[str]) -> list[RankFamily]:
-    """The families named in ``metrics``, in :data:`METRICS` order."""
-    return [FAMILIES[m] for m in METRICS if m in metrics]
