@@ -2,9 +2,8 @@
 (:data:`~rankstream.core.lists.table.LIST_METRICS`), each class made from its row by
 :func:`list_metric_class` (keras-rs's ``NDCG``, ``DCG``, ``MAP``, ``MeanReciprocalRank``,
 ``PrecisionAtK``, ``RecallAtK`` of ``keras_rs.metrics`` 0.4.0, with ``HitRateAtK`` and
-``RPrecision`` in its conventions), the collection :class:`ListMetrics`, and the rank metrics of
-:mod:`rankstream.adapters.keras_ranks`, all over the one lifecycle
-:class:`~rankstream.adapters.keras_lifecycle.KernelMetric`.
+``RPrecision`` in its conventions), and the collection :class:`ListMetrics`, over the one
+lifecycle :class:`~rankstream.adapters.keras_lifecycle.KernelMetric`.
 """
 
 from __future__ import annotations
@@ -18,32 +17,10 @@ from keras import ops as K
 
 from rankstream.adapters.keras_args import Seed, args_section, describe, signature
 from rankstream.adapters.keras_lifecycle import KernelMetric
-from rankstream.adapters.keras_ranks import (
-    GMR,
-    ArithmeticMeanRank,
-    GeometricMeanRank,
-    HitsAtK,
-    InverseHarmonicMeanRank,
-    RankBasedMetrics,
-)
 from rankstream.core.inputs import check_k
 from rankstream.core.lists.collection import ListMetrics as ListMetricsKernel
 from rankstream.core.lists.ndcg import GAIN_NAMES
 from rankstream.core.lists.table import LIST_METRICS, WHOLE_LIST, ListMetricRow
-
-__all__ = [
-    "GMR",
-    "ArithmeticMeanRank",
-    "GeometricMeanRank",
-    "HitsAtK",
-    "InverseHarmonicMeanRank",
-    "KernelMetric",
-    "ListMetrics",
-    "RankBasedMetrics",
-    "default_gain_fn",
-    "default_rank_discount_fn",
-    "list_metric_class",
-]
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
@@ -213,8 +190,7 @@ LIST_CLASSES: dict[str, type[KernelMetric]] = {}
 for _row in LIST_METRICS:
     _cls = list_metric_class(_row)
     LIST_CLASSES.update(dict.fromkeys((_row.keras.name, *_row.keras.also), _cls))
-    __all__ += [_row.keras.name, *_row.keras.also]
-globals().update(LIST_CLASSES)
+globals().update(LIST_CLASSES)  # each class where its __module__ and __qualname__ say
 del _row, _cls
 
 #: each list metric's defaults in a collection: its class's
