@@ -81,13 +81,14 @@ class _ListMetric(KernelMetric):
 
     _row: ClassVar[ListMetricRow]
     _gain: ClassVar[bool] = False  # the kernel takes a gain and a discount (NDCG, DCG)
-    _signature: ClassVar[inspect.Signature]
     threshold: ClassVar[float | None] = 1.0  # the default relevance_threshold
 
-    def _setup(self, k: Any, shuffle_ties: bool, seed: Any, name: Any, dtype: Any, *,
-               relevance_threshold: Any, empty: str, state_dtype: Any,
+    def _setup(self, *, shuffle_ties: bool, seed: Any, name: str | None, dtype: Any, relevance_threshold: Any,
+               empty: str, state_dtype: str | None, k: int | None = None,
                gain_fn: Callable[[Any], Any] | str | None = None,
                rank_discount_fn: Callable[[Any], Any] | None = None, **options: Any) -> None:  # fmt: skip
+        """The constructor of every list metric, given all of its class's arguments by name
+        (``options``: the kernel's own, such as ``denominator``)."""
         kernel_kw = dict(options)
         if self._gain:
             check_gain_args(gain_fn, rank_discount_fn)
@@ -135,7 +136,7 @@ def _list_signature(row: ListMetricRow) -> tuple[inspect.Signature, dict[str, An
 def _list_doc(row: ListMetricRow, sig: inspect.Signature, gain: bool) -> str:
     """The row's docstring opening, the inputs paragraph, and the ``Args:`` section."""
     doc = inspect.cleandoc(row.keras.doc)
-    if "sample_weight" not in doc:
+    if "``y_true`` is" not in doc:
         doc += "\n\n" + INPUTS
     variants = {
         "name": None if row.takes_k else "whole",
@@ -162,11 +163,7 @@ def list_metric_class(row: ListMetricRow) -> type[KernelMetric]:
         except TypeError as exc:  # as Python words it for a written signature
             raise TypeError(f"{type(self).__name__}.__init__() {exc}") from None
         bound.apply_defaults()
-        arguments = dict(bound.arguments)
-        del arguments["self"]
-        k = arguments.pop("k", None)
-        positional = [arguments.pop(p) for p in ("shuffle_ties", "seed", "name", "dtype")]
-        self._setup(k, *positional, **arguments)
+        self._setup(**{key: value for key, value in bound.arguments.items() if key != "self"})
 
     __init__.__signature__ = sig  # type: ignore[attr-defined]
     namespace = {
@@ -175,7 +172,6 @@ def list_metric_class(row: ListMetricRow) -> type[KernelMetric]:
         "__module__": __name__,
         "_row": row,
         "_gain": gain,
-        "_signature": sig,
         "_config": config,
         "_options": options,
         "threshold": sig.parameters["relevance_threshold"].default,
