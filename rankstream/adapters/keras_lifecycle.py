@@ -35,7 +35,7 @@ from rankstream.core.state import Kernel, pack_state, unpack_state
 
 
 def unique_logs(results: Iterable[tuple[str, Any]]) -> dict[str, Any]:
-    """Metric results ``(name, value)``, a value or a dict of values (a :class:`ListMetrics`
+    """Metric results ``(name, value)``, a value or a dict of values (a ``ListMetrics``
     result), flattened into one dict without losing a value: a key already taken, by another
     metric or another dict, becomes ``key_1``, ``key_2``, ... as Keras names two plain metrics
     of one name, the first in ``compile``'s order keeping the plain name. (Keras flattens dicts
