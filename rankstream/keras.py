@@ -39,50 +39,42 @@ if tuple(int(p) for p in _re.findall(r"\d+", _keras.__version__)[:2]) < (3, 6):
         'Upgrade with: pip install -U "rankstream[keras]"'
     )
 
+from rankstream.adapters.keras_lifecycle import KernelMetric
 from rankstream.adapters.keras_metrics import (
-    DCG,
-    GMR,
-    MAP,
-    MRR,
-    NDCG,
-    ArithmeticMeanRank,
-    GeometricMeanRank,
-    HitRateAtK,
-    HitsAtK,
-    InverseHarmonicMeanRank,
-    KernelMetric,
+    LIST_CLASSES as _LIST_CLASSES,
+)
+from rankstream.adapters.keras_metrics import (
     ListMetrics,
-    MeanAveragePrecision,
-    MeanReciprocalRank,
-    PrecisionAtK,
-    RankBasedMetrics,
-    RecallAtK,
-    RPrecision,
     default_gain_fn,
     default_rank_discount_fn,
 )
+from rankstream.adapters.keras_ranks import (
+    GMR,
+    ArithmeticMeanRank,
+    GeometricMeanRank,
+    HitsAtK,
+    InverseHarmonicMeanRank,
+    RankBasedMetrics,
+)
+from rankstream.core.lists.table import LIST_METRICS as _LIST_METRICS
 from rankstream.core.ranks.families import RANK_TYPES
 
 __all__ = [
-    "DCG",
     "GMR",
-    "MAP",
-    "MRR",
-    "NDCG",
     "RANK_TYPES",
     "ArithmeticMeanRank",
     "GeometricMeanRank",
-    "HitRateAtK",
     "HitsAtK",
     "InverseHarmonicMeanRank",
     "KernelMetric",
     "ListMetrics",
-    "MeanAveragePrecision",
-    "MeanReciprocalRank",
-    "PrecisionAtK",
-    "RPrecision",
     "RankBasedMetrics",
-    "RecallAtK",
     "default_gain_fn",
     "default_rank_discount_fn",
 ]
+
+# the list metric classes, one per row of the table (``NDCG``, ``MAP``, ...), and their other names
+_LIST_NAMES = [name for row in _LIST_METRICS for name in (row.keras.name, *row.keras.also)]
+globals().update({name: _LIST_CLASSES[name] for name in _LIST_NAMES})
+__all__ += _LIST_NAMES
+__all__.sort(key=lambda name: (not name.isupper(), name[0].islower(), name))
