@@ -13,7 +13,8 @@ Needs Keras 3 and one backend: ``pip install "rankstream[keras]" jax`` (or ``ten
 """
 
 import os as _os
-import re as _re
+
+from rankstream.adapters.requirements import require as _require
 
 try:
     import keras as _keras
@@ -33,22 +34,18 @@ except ImportError as _err:
         "KERAS_BACKEND=jax, tensorflow or torch, set before Keras is imported."
     ) from _err
 
-if tuple(int(p) for p in _re.findall(r"\d+", _keras.__version__)[:2]) < (3, 6):
-    raise ImportError(
-        f"rankstream.keras needs Keras 3.6 or later, found keras {_keras.__version__}. "
-        'Upgrade with: pip install -U "rankstream[keras]"'
-    )
+_require("rankstream.keras", "Keras", _keras.__version__, "3.6", "keras")
 
-from rankstream.adapters.keras_lifecycle import KernelMetric
-from rankstream.adapters.keras_metrics import (
+from rankstream.adapters.keras_lifecycle import KernelMetric  # noqa: E402
+from rankstream.adapters.keras_metrics import (  # noqa: E402
     LIST_CLASSES as _LIST_CLASSES,
 )
-from rankstream.adapters.keras_metrics import (
+from rankstream.adapters.keras_metrics import (  # noqa: E402
     ListMetrics,
     default_gain_fn,
     default_rank_discount_fn,
 )
-from rankstream.adapters.keras_ranks import (
+from rankstream.adapters.keras_ranks import (  # noqa: E402
     GMR,
     ArithmeticMeanRank,
     GeometricMeanRank,
@@ -56,8 +53,8 @@ from rankstream.adapters.keras_ranks import (
     InverseHarmonicMeanRank,
     RankBasedMetrics,
 )
-from rankstream.core.lists.table import LIST_METRICS as _LIST_METRICS
-from rankstream.core.ranks.families import RANK_TYPES
+from rankstream.core.lists.table import LIST_METRICS as _LIST_METRICS  # noqa: E402
+from rankstream.core.ranks.families import RANK_TYPES  # noqa: E402
 
 __all__ = [
     "GMR",
