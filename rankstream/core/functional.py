@@ -6,7 +6,7 @@ lists whose items are all masked (never counted: a list without an item is not a
 
 Each function is generated from its kernel (:func:`per_list_function`), one per row of the table
 of list metrics (:mod:`rankstream.core.lists.table`): the same arguments, with the same defaults,
-as the kernel and its :class:`~rankstream.core.lists.base.ListConventions`.
+as the kernel and its :class:`~rankstream.core.lists.conventions.ListConventions`.
 """
 
 from __future__ import annotations

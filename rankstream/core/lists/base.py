@@ -11,18 +11,8 @@ relevant item, and the relevance keras-rs weighs lists by. The base turns those 
 over the lists that are counted; the result is ``value_sum / weight_sum``. Every ``k`` is read
 from cumulative sums over the one selection (:meth:`ListKernel.cut`); no loop over rows or k.
 
-The conventions are one frozen :class:`ListConventions` (each adapter picks its peer's):
-
-* ``empty``: a list with no relevant item is ``"skip"``-ped (ignite's ``ignore_zero_hits``) or
-  counted as ``"zero"`` (a list with no item at all, every item masked, is never counted);
-* ``ties``: ``"first"`` (earlier index ranks first) or ``"random"`` (see ``ranking``), with
-  ``seed``;
-* ``weighting``: ``"list"`` (``sample_weight`` is one weight per list) or ``"keras_rs"``
-  (scalar, per list or per item; per-item weights enter the per-list values, items weighted
-  ``<= 0`` are dropped, and each list's weight is collapsed from its item weights as keras-rs's
-  ``get_list_weights`` does, :meth:`ListKernel.list_weights`);
-* ``negative_labels``: ``"keep"`` or ``"mask"`` (labels not ``>= 0``, NaN too, are padding);
-* ``relevance_threshold``: an item is relevant when ``label >= t`` (``None``: ``label > 0``).
+The conventions are one frozen :class:`~rankstream.core.lists.conventions.ListConventions`
+(each adapter picks its peer's).
 
 A masked item behaves exactly as if it were not in the list, so a list whose items are all
 masked (or padding) is not a list: it is never counted, whatever the ``empty`` policy (not
@@ -32,9 +22,8 @@ past the end of a list is clipped to the list.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -42,7 +31,6 @@ import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
 from rankstream.core.inputs import (
-    NEGATIVE_LABELS,
     ListBatch,
     check_list_values,
     check_positive_ints,
@@ -50,57 +38,16 @@ from rankstream.core.inputs import (
     list_values_ok,
     warn_swapped_inputs,
 )
+from rankstream.core.lists.conventions import CONVENTION_NAMES, ListConventions, explicit_signature
 from rankstream.core.state import check_sums
-from rankstream.core.topk import check_ties, top_ranked
+from rankstream.core.topk import top_ranked
 
 #: ``top_k`` of a metric read over the whole list (a name without ``@k``, R-precision): past
 #: the end of any list, so the selection is the whole list
 WHOLE_LIST = 2**31 - 1
-EMPTY_POLICIES = ("skip", "zero")
 #: ``Selection.ideal(prefix=True)`` cuts the ideal ranking after its last nonzero column from
 #: this many ranked items on (whole lists); below it the host read costs more than it saves
 IDEAL_PREFIX_FROM = 1024
-WEIGHTINGS = ("list", "keras_rs")
-
-
-@dataclass(frozen=True)
-class ListConventions:
-    """How a list metric reads a batch; every list kernel takes these as keyword arguments.
-
-    Attributes:
-        empty: a list with no relevant item is ``"skip"``-ped (ignite's ``ignore_zero_hits``,
-            default) or counted as ``"zero"`` (keras-rs).
-        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
-            ``"random"`` (a random order, seeded by ``seed``).
-        seed: seed of the random tie order (None: a random seed).
-        weighting: ``"list"`` (``sample_weight`` is one weight per list, default) or
-            ``"keras_rs"`` (scalar, per list or per item, as keras-rs: per-item weights enter the
-            per-list values and each list's weight is collapsed from its item weights).
-        negative_labels: ``"keep"`` (labels below 0 are not relevant, default) or ``"mask"``
-            (labels not ``>= 0``, NaN too, are padding, as keras-rs).
-        relevance_threshold: an item is relevant when ``label >= t``; None: ``label > 0``.
-    """
-
-    empty: str = "skip"
-    ties: str = "first"
-    seed: int | None = None
-    weighting: str = "list"
-    negative_labels: str = "keep"
-    relevance_threshold: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.empty not in EMPTY_POLICIES:
-            raise ValueError(f"empty must be one of {EMPTY_POLICIES}, got {self.empty!r}")
-        check_ties(self.ties)
-        if self.weighting not in WEIGHTINGS:
-            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
-        if self.negative_labels not in NEGATIVE_LABELS:
-            raise ValueError(
-                f"negative_labels must be one of {NEGATIVE_LABELS}, got {self.negative_labels!r}"
-            )
-
-
-_CONVENTION_NAMES = frozenset(f.name for f in fields(ListConventions))
 
 
 @dataclass
@@ -294,36 +241,6 @@ def list_sums(ops: Ops, out: ListOutput, list_fields: Mapping[str, ListField]) -
     return {**sums, "weight_sum": weight_sum, "count": count, "invalid": invalid}
 
 
-def _written(init: Any) -> inspect.Signature:
-    """The signature an ``__init__`` was written with (kept on it before
-    :func:`_explicit_signature` gives it the explicit one)."""
-    if "written_signature" not in vars(init):
-        init.written_signature = inspect.signature(init)
-    return init.written_signature
-
-
-def _explicit_signature(cls: type) -> None:
-    """Give a list kernel class its explicit signature: the positional parameters of its
-    ``__init__`` (``top_k``, or none), the keyword options its classes' ``__init__`` declare
-    (base classes' first, a later declaration changing the default in place), then the
-    conventions of :class:`ListConventions` no class declares, with their defaults. Each
-    ``__init__`` declares its own options and passes ``**conventions`` on."""
-    P = inspect.Parameter
-    options: dict[str, inspect.Parameter] = {}
-    for klass in reversed(cls.__mro__):
-        if "__init__" in vars(klass) and issubclass(klass, ListKernel):
-            own = _written(vars(klass)["__init__"]).parameters.values()
-            options.update({p.name: p for p in own if p.kind is P.KEYWORD_ONLY})
-    for f in fields(ListConventions):
-        options.setdefault(f.name, P(f.name, P.KEYWORD_ONLY, default=f.default, annotation=f.type))
-    written = _written(cls.__init__)
-    positional = [p for p in written.parameters.values() if p.kind is P.POSITIONAL_OR_KEYWORD]
-    explicit = written.replace(parameters=[*positional, *options.values()])
-    if "__init__" in vars(cls):  # the constructor's own page shows it too
-        cls.__init__.__signature__ = explicit  # type: ignore[misc]
-    cls.__signature__ = explicit.replace(parameters=[*positional[1:], *options.values()])  # type: ignore[attr-defined]
-
-
 class ListKernel:
     """Base of the list metrics: subclasses implement :meth:`list_values` (a pure function of
     the selection) and set ``name``. Kernels are immutable definitions: per-call state lives
@@ -344,7 +261,7 @@ class ListKernel:
     quantities: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, top_k: int | list[int] = 10, **conventions: Any) -> None:
-        unknown = [name for name in conventions if name not in _CONVENTION_NAMES]
+        unknown = [name for name in conventions if name not in CONVENTION_NAMES]
         if unknown:
             name = f"{type(self).__name__}.__init__()"
             raise TypeError(f"{name} got an unexpected keyword argument {unknown[0]!r}")
@@ -354,10 +271,10 @@ class ListKernel:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _explicit_signature(cls)
+        explicit_signature(cls, ListKernel)
 
     def __getattr__(self, name: str) -> Any:  # the conventions read as attributes
-        if name in _CONVENTION_NAMES:
+        if name in CONVENTION_NAMES:
             return getattr(self.conventions, name)
         raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
 
@@ -629,4 +546,4 @@ class ListKernel:
         return f"{type(self).__name__}(top_k={self.top_k}, {self.conventions})"
 
 
-_explicit_signature(ListKernel)
+explicit_signature(ListKernel, ListKernel)

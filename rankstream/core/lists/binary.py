@@ -21,7 +21,7 @@ from rankstream.core.lists.base import ListKernel, ListOutput, Selection
 class BinaryListKernel(ListKernel):
     """A list metric of binary relevance: ``label > 0``, or ``label >= relevance_threshold > 0``.
 
-    Args: ``top_k``; the conventions of :class:`~rankstream.core.lists.base.ListConventions`
+    Args: ``top_k``; the conventions of :class:`~rankstream.core.lists.conventions.ListConventions`
     as keywords; a subclass declares its own options before them."""
 
     def __init__(self, top_k: int | list[int] = 10, **conventions: Any) -> None:

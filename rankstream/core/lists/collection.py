@@ -73,7 +73,7 @@ class ListMetrics:
             conventions, e.g. ``{"map": {"denominator": "all"}}``).
         empty, ties, seed, weighting, negative_labels: the conventions of every kernel built
             from a name, with the defaults of
-            `rankstream.core.lists.base.ListConventions` (``"skip"``, ``"first"``, None,
+            `rankstream.core.lists.conventions.ListConventions` (``"skip"``, ``"first"``, None,
             ``"list"``, ``"keep"``).
         relevance_threshold: ``"each"`` (default): each metric's own (1.0 for nDCG, None for
             the others, or what ``defaults`` sets); a number or None: the same for every metric.

@@ -37,7 +37,7 @@ class MAPKernel(BinaryListKernel):
     """MAP@k for every ``k`` in ``top_k`` from one top-``max(k)`` selection.
 
     Args: ``top_k``; ``denominator`` (``"min"`` or ``"all"``); the conventions of
-    :class:`~rankstream.core.lists.base.ListConventions` as keywords (``relevance_threshold``
+    :class:`~rankstream.core.lists.conventions.ListConventions` as keywords (``relevance_threshold``
     default None: ``label > 0``)."""
 
     name = "map"

@@ -50,7 +50,7 @@ class NDCGKernel(ListKernel):
 
     Args: ``top_k``; ``gain`` (``"exp_rank"``, ``"linear_rank"`` or a callable), ``discount``
     (a callable of the 1-based rank, or None); the conventions of
-    :class:`~rankstream.core.lists.base.ListConventions` as keywords
+    :class:`~rankstream.core.lists.conventions.ListConventions` as keywords
     (``relevance_threshold`` default 1.0, ignite's)."""
 
     name = "ndcg"

@@ -26,7 +26,7 @@ from rankstream.core.lists.binary import BinaryListKernel
 
 class PrecisionKernel(BinaryListKernel):
     """P@k for every ``k`` in ``top_k``. Args: ``top_k``; ``denominator`` (``"k"`` or
-    ``"valid"``); the conventions of :class:`~rankstream.core.lists.base.ListConventions`."""
+    ``"valid"``); the conventions of :class:`~rankstream.core.lists.conventions.ListConventions`."""
 
     name = "precision"
 

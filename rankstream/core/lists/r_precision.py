@@ -32,7 +32,7 @@ from rankstream.core.lists.binary import BinaryListKernel
 
 class RPrecisionKernel(BinaryListKernel):
     """R-precision. Args: the conventions of
-    :class:`~rankstream.core.lists.base.ListConventions` as keywords."""
+    :class:`~rankstream.core.lists.conventions.ListConventions` as keywords."""
 
     name = "r_precision"
 

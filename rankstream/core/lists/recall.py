@@ -19,7 +19,7 @@ from rankstream.core.lists.binary import BinaryListKernel
 class RecallKernel(BinaryListKernel):
     """R@k for every ``k`` in ``top_k``: the hits over ``R`` (0 for a list without a relevant
     item). Args: ``top_k``; the conventions of
-    :class:`~rankstream.core.lists.base.ListConventions` as keywords."""
+    :class:`~rankstream.core.lists.conventions.ListConventions` as keywords."""
 
     name = "recall"
 

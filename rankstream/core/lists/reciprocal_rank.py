@@ -20,7 +20,7 @@ from rankstream.core.lists.binary import BinaryListKernel
 
 class ReciprocalRankKernel(BinaryListKernel):
     """RR@k for every ``k`` in ``top_k``. Args: ``top_k``; the conventions of
-    :class:`~rankstream.core.lists.base.ListConventions` as keywords."""
+    :class:`~rankstream.core.lists.conventions.ListConventions` as keywords."""
 
     name = "reciprocal_rank"
 
