@@ -59,7 +59,7 @@ def make_kernel(name: str, defaults: Mapping[str, Any] | None = None, **conventi
     return row.kernel(WHOLE_LIST if k is None else k, **kw)
 
 
-def _keys(name: str, kernel: ListKernel) -> list[str]:
+def _reported_keys(name: str, kernel: ListKernel) -> list[str]:
     """The result's keys of one metric: its name, then ``"{name}_{quantity}"`` per quantity."""
     return [name, *(f"{name}_{q}" for q in kernel.quantities)]
 
@@ -137,7 +137,7 @@ class ListMetrics:
     def reported(self) -> list[str]:
         """The keys of the result: every metric's name, each followed by
         ``"{name}_{quantity}"`` for the quantities its kernel reports besides its value."""
-        return [key for name, kernel in self._members.items() for key in _keys(name, kernel)]
+        return [key for name, kernel in self._members.items() for key in _reported_keys(name, kernel)]
 
     @property
     def random_ties(self) -> bool:
