@@ -217,28 +217,34 @@ def checked_values(sel: Selection, negative_labels: str) -> Array | None:
     return check_list_values(sel, negative_labels)
 
 
+#: per number of a field's dimensions, the index that turns a (B,) array into (B, 1, ...)
+_ROWS = [(slice(None),) + (None,) * n for n in range(8)]
+
+
 def list_sums(ops: Ops, out: ListOutput, list_fields: Mapping[str, ListField]) -> dict[str, Array]:
     """The fields' sums of one batch: every :class:`ListField` of ``list_fields`` over the
     counted lists of ``out`` (lists with bad data left out), then ``weight_sum``, ``count``
     and ``invalid``."""
-    counted = out.counted if out.invalid is None else out.counted & ~out.invalid
-    if out.weights is None:  # 0/1 weights: the terms are weighted once masked, the weights' sum is the count
+    invalid, weights = out.invalid, out.weights
+    counted = out.counted if invalid is None else out.counted & ~invalid
+    if weights is None:  # 0/1 weights: the terms are weighted once masked, the weights' sum is the count
         wc = ops.cast(counted, out.values.dtype)
         weight_sum = ops.sum(wc)
         count = weight_sum
     else:
-        wc = ops.where(counted, out.weights, 0.0)
+        wc = ops.where(counted, weights, 0.0)
         weight_sum = ops.sum(wc)
         count = ops.sum(ops.cast(wc > 0, wc.dtype))
     sums = {}
     for name, f in list_fields.items():
-        rows = (slice(None),) + (None,) * len(f.shape)  # (B,) -> (B, 1, ...) against the term
+        rows = _ROWS[len(f.shape)]  # (B,) -> (B, 1, ...) against the term
         term = ops.where(counted[rows], f.term(out), 0.0)
-        if out.weights is not None and f.power:
+        if weights is not None and f.power:
             term = term * (wc if f.power == 1 else wc**f.power)[rows]
         sums[name] = ops.sum(term, axis=0)
-    invalid = weight_sum * 0.0 if out.invalid is None else ops.sum(ops.cast(out.invalid, wc.dtype))
-    return {**sums, "weight_sum": weight_sum, "count": count, "invalid": invalid}
+    sums["weight_sum"], sums["count"] = weight_sum, count
+    sums["invalid"] = weight_sum * 0.0 if invalid is None else ops.sum(ops.cast(invalid, wc.dtype))
+    return sums
 
 
 class ListKernel:
