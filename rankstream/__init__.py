@@ -22,53 +22,30 @@ The core needs no framework::
     map_at_k(scores, labels, k=5)        # per-list AP@5 of one batch
 """
 
-from rankstream.core.functional import (
-    dcg_at_k,
-    hit_rate_at_k,
-    map_at_k,
-    ndcg_at_k,
-    precision_at_k,
-    r_precision,
-    recall_at_k,
-    reciprocal_rank_at_k,
-)
-from rankstream.core.inputs import IntegerScoresWarning, SwappedInputsWarning
-from rankstream.core.lists import (
-    DCGKernel,
-    HitRateKernel,
-    ListMetrics,
-    MAPKernel,
-    NDCGKernel,
-    PrecisionKernel,
-    RecallKernel,
-    ReciprocalRankKernel,
-    RPrecisionKernel,
-)
-from rankstream.core.state import NotComputableError, State, merge
+from rankstream.core import functional as _functional
+from rankstream.core.inputs import IntegerScoresWarning as IntegerScoresWarning
+from rankstream.core.inputs import SwappedInputsWarning as SwappedInputsWarning
+from rankstream.core.lists import ListMetrics as ListMetrics
+from rankstream.core.lists.table import LIST_METRICS as _LIST_METRICS
+from rankstream.core.state import NotComputableError as NotComputableError
+from rankstream.core.state import State as State
+from rankstream.core.state import merge as merge
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DCGKernel",
-    "HitRateKernel",
-    "IntegerScoresWarning",
-    "ListMetrics",
-    "MAPKernel",
-    "NDCGKernel",
-    "NotComputableError",
-    "PrecisionKernel",
-    "RPrecisionKernel",
-    "RecallKernel",
-    "ReciprocalRankKernel",
-    "State",
-    "SwappedInputsWarning",
-    "dcg_at_k",
-    "hit_rate_at_k",
-    "map_at_k",
-    "merge",
-    "ndcg_at_k",
-    "precision_at_k",
-    "r_precision",
-    "recall_at_k",
-    "reciprocal_rank_at_k",
-]
+# every row of the table of list metrics: its kernel (MAPKernel, ...) and functional form (map_at_k, ...)
+globals().update({row.kernel.__name__: row.kernel for row in _LIST_METRICS})
+globals().update({row.function: getattr(_functional, row.function) for row in _LIST_METRICS})
+
+__all__ = sorted(
+    [
+        "IntegerScoresWarning",
+        "ListMetrics",
+        "NotComputableError",
+        "State",
+        "SwappedInputsWarning",
+        "merge",
+        *(row.kernel.__name__ for row in _LIST_METRICS),
+        *(row.function for row in _LIST_METRICS),
+    ]
+)

@@ -4,42 +4,21 @@ numpy in, numpy out; torch in, torch out (on the input's device). Lists that hol
 relevant item get the value 0 (use ``return_counted=True`` to tell them apart), and so do
 lists whose items are all masked (never counted: a list without an item is not a list).
 
-Each function is generated from its kernel (:func:`per_list_function`): the same arguments,
-with the same defaults, as the kernel and its :class:`~rankstream.core.lists.base.ListConventions`.
+Each function is generated from its kernel (:func:`per_list_function`), one per row of the table
+of list metrics (:mod:`rankstream.core.lists.table`): the same arguments, with the same defaults,
+as the kernel and its :class:`~rankstream.core.lists.conventions.ListConventions`.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import fields
 from typing import Any
 
 from rankstream.core.backends import Array  # noqa: F401  (the kernels' annotations name it)
 from rankstream.core.inputs import check_positive_ints
-from rankstream.core.lists import (
-    DCGKernel,
-    HitRateKernel,
-    MAPKernel,
-    NDCGKernel,
-    PrecisionKernel,
-    RecallKernel,
-    ReciprocalRankKernel,
-    RPrecisionKernel,
-)
-from rankstream.core.lists.base import ListConventions, ListKernel
-
-__all__ = [
-    "dcg_at_k",
-    "hit_rate_at_k",
-    "map_at_k",
-    "ndcg_at_k",
-    "per_list_function",
-    "precision_at_k",
-    "r_precision",
-    "recall_at_k",
-    "reciprocal_rank_at_k",
-]
+from rankstream.core.lists.base import ListKernel
+from rankstream.core.lists.table import LIST_METRICS
 
 
 def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool = True) -> Callable[..., Any]:
@@ -71,18 +50,8 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
         out = values if with_k and not isinstance(k, int) else values[:, 0]
         return (out, counted) if return_counted else out
 
-    own = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-        for p in list(inspect.signature(kernel_cls.__init__).parameters.values())[1 + with_k :]
-        if p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
-    ]
-    taken = {p.name for p in own}
-    conventions = [
-        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
-        for f in fields(ListConventions)
-        if f.name not in taken
-    ]
     P = inspect.Parameter
+    own = [p for p in inspect.signature(kernel_cls).parameters.values() if p.kind is P.KEYWORD_ONLY]
     function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
             P("y_pred", P.POSITIONAL_OR_KEYWORD),
@@ -90,7 +59,6 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
             *([P("k", P.POSITIONAL_OR_KEYWORD, default=10)] if with_k else []),
             P("mask", P.KEYWORD_ONLY, default=None),
             *own,
-            *conventions,
             P("return_counted", P.KEYWORD_ONLY, default=False),
         ]
     )
@@ -106,11 +74,8 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
     return function
 
 
-map_at_k = per_list_function(MAPKernel, "map_at_k")
-ndcg_at_k = per_list_function(NDCGKernel, "ndcg_at_k")
-dcg_at_k = per_list_function(DCGKernel, "dcg_at_k")
-precision_at_k = per_list_function(PrecisionKernel, "precision_at_k")
-recall_at_k = per_list_function(RecallKernel, "recall_at_k")
-hit_rate_at_k = per_list_function(HitRateKernel, "hit_rate_at_k")
-reciprocal_rank_at_k = per_list_function(ReciprocalRankKernel, "reciprocal_rank_at_k")
-r_precision = per_list_function(RPrecisionKernel, "r_precision", with_k=False)
+# one function per row of the table of list metrics (``map_at_k``, ``ndcg_at_k``, ...)
+globals().update(
+    {row.function: per_list_function(row.kernel, row.function, with_k=row.takes_k) for row in LIST_METRICS}
+)
+__all__ = sorted(["per_list_function", *(row.function for row in LIST_METRICS)])

@@ -1,25 +1,11 @@
-"""Metric definitions (kernels): per-list values -> state field sums."""
+"""The list metrics: one kernel per metric (per-list values -> state field sums), the
+collection, and the table they are all read from (:mod:`rankstream.core.lists.table`)."""
 
-from rankstream.core.lists.base import ListKernel
-from rankstream.core.lists.collection import ListMetrics
-from rankstream.core.lists.dcg import DCGKernel
-from rankstream.core.lists.hit_rate import HitRateKernel
-from rankstream.core.lists.map import MAPKernel
-from rankstream.core.lists.ndcg import NDCGKernel
-from rankstream.core.lists.precision import PrecisionKernel
-from rankstream.core.lists.r_precision import RPrecisionKernel
-from rankstream.core.lists.recall import RecallKernel
-from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
+from rankstream.core.lists.base import ListKernel as ListKernel
+from rankstream.core.lists.collection import ListMetrics as ListMetrics
+from rankstream.core.lists.table import LIST_METRICS
 
-__all__ = [
-    "DCGKernel",
-    "HitRateKernel",
-    "ListKernel",
-    "ListMetrics",
-    "MAPKernel",
-    "NDCGKernel",
-    "PrecisionKernel",
-    "RPrecisionKernel",
-    "RecallKernel",
-    "ReciprocalRankKernel",
-]
+# every row's kernel, under its class name (MAPKernel, NDCGKernel, ...)
+globals().update({row.kernel.__name__: row.kernel for row in LIST_METRICS})
+
+__all__ = sorted(["ListKernel", "ListMetrics", *(row.kernel.__name__ for row in LIST_METRICS)])

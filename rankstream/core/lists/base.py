@@ -11,18 +11,8 @@ relevant item, and the relevance keras-rs weighs lists by. The base turns those 
 over the lists that are counted; the result is ``value_sum / weight_sum``. Every ``k`` is read
 from cumulative sums over the one selection (:meth:`ListKernel.cut`); no loop over rows or k.
 
-The conventions are one frozen :class:`ListConventions` (each adapter picks its peer's):
-
-* ``empty``: a list with no relevant item is ``"skip"``-ped (ignite's ``ignore_zero_hits``) or
-  counted as ``"zero"`` (a list with no item at all, every item masked, is never counted);
-* ``ties``: ``"first"`` (earlier index ranks first) or ``"random"`` (see ``ranking``), with
-  ``seed``;
-* ``weighting``: ``"list"`` (``sample_weight`` is one weight per list) or ``"keras_rs"``
-  (scalar, per list or per item; per-item weights enter the per-list values, items weighted
-  ``<= 0`` are dropped, and each list's weight is collapsed from its item weights as keras-rs's
-  ``get_list_weights`` does, :meth:`ListKernel.list_weights`);
-* ``negative_labels``: ``"keep"`` or ``"mask"`` (labels not ``>= 0``, NaN too, are padding);
-* ``relevance_threshold``: an item is relevant when ``label >= t`` (``None``: ``label > 0``).
+The conventions are one frozen :class:`~rankstream.core.lists.conventions.ListConventions`
+(each adapter picks its peer's).
 
 A masked item behaves exactly as if it were not in the list, so a list whose items are all
 masked (or padding) is not a list: it is never counted, whatever the ``empty`` policy (not
@@ -32,15 +22,15 @@ past the end of a list is clipped to the list.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, ClassVar
 
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
 from rankstream.core.inputs import (
-    NEGATIVE_LABELS,
     ListBatch,
     check_list_values,
     check_positive_ints,
@@ -48,54 +38,16 @@ from rankstream.core.inputs import (
     list_values_ok,
     warn_swapped_inputs,
 )
+from rankstream.core.lists.conventions import CONVENTION_NAMES, ListConventions, explicit_signature
 from rankstream.core.state import check_sums
-from rankstream.core.topk import check_ties, top_ranked
+from rankstream.core.topk import top_ranked
 
-EMPTY_POLICIES = ("skip", "zero")
+#: ``top_k`` of a metric read over the whole list (a name without ``@k``, R-precision): past
+#: the end of any list, so the selection is the whole list
+WHOLE_LIST = 2**31 - 1
 #: ``Selection.ideal(prefix=True)`` cuts the ideal ranking after its last nonzero column from
 #: this many ranked items on (whole lists); below it the host read costs more than it saves
 IDEAL_PREFIX_FROM = 1024
-WEIGHTINGS = ("list", "keras_rs")
-
-
-@dataclass(frozen=True)
-class ListConventions:
-    """How a list metric reads a batch; every list kernel takes these as keyword arguments.
-
-    Attributes:
-        empty: a list with no relevant item is ``"skip"``-ped (ignite's ``ignore_zero_hits``,
-            default) or counted as ``"zero"`` (keras-rs).
-        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
-            ``"random"`` (a random order, seeded by ``seed``).
-        seed: seed of the random tie order (None: a random seed).
-        weighting: ``"list"`` (``sample_weight`` is one weight per list, default) or
-            ``"keras_rs"`` (scalar, per list or per item, as keras-rs: per-item weights enter the
-            per-list values and each list's weight is collapsed from its item weights).
-        negative_labels: ``"keep"`` (labels below 0 are not relevant, default) or ``"mask"``
-            (labels not ``>= 0``, NaN too, are padding, as keras-rs).
-        relevance_threshold: an item is relevant when ``label >= t``; None: ``label > 0``.
-    """
-
-    empty: str = "skip"
-    ties: str = "first"
-    seed: int | None = None
-    weighting: str = "list"
-    negative_labels: str = "keep"
-    relevance_threshold: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.empty not in EMPTY_POLICIES:
-            raise ValueError(f"empty must be one of {EMPTY_POLICIES}, got {self.empty!r}")
-        check_ties(self.ties)
-        if self.weighting not in WEIGHTINGS:
-            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
-        if self.negative_labels not in NEGATIVE_LABELS:
-            raise ValueError(
-                f"negative_labels must be one of {NEGATIVE_LABELS}, got {self.negative_labels!r}"
-            )
-
-
-_CONVENTION_NAMES = frozenset(f.name for f in fields(ListConventions))
 
 
 @dataclass
@@ -173,15 +125,47 @@ class Selection:
 
 @dataclass
 class ListOutput:
-    """What a list metric returns for one batch: ``values`` ``(B, len(top_k))``; ``relevant``
-    ``(B,)`` bool (the list holds a relevant item: the empty policy); ``relevance`` ``(B,)``,
-    the sum of the relevance keras-rs weighs lists by (None: ``relevant``), and
-    ``weighted_relevance`` ``(B,)`` its sum weighted by the item weights (per-item weights)."""
+    """The per-list output of one batch, one object from the metric to the reducer.
+
+    :meth:`ListKernel.list_values` fills ``values`` ``(B, len(top_k))``; ``relevant`` ``(B,)``
+    bool (the list holds a relevant item: the empty policy); ``relevance`` ``(B,)``, the sum
+    of the relevance keras-rs weighs lists by (None: ``relevant``), and ``weighted_relevance``
+    ``(B,)`` its sum weighted by the item weights (per-item weights). :meth:`ListKernel.outputs`
+    adds what the reducer needs: ``counted`` ``(B,)`` bool (the lists that enter the sums),
+    ``weights`` ``(B,)`` (the list weights; None: all 1) and ``invalid`` ``(B,)`` (lists with
+    bad data; None where values were read back). A kernel may return a subclass carrying more
+    per-list arrays (an expectation, a second value) for its :meth:`ListKernel.list_fields`."""
 
     values: Array
     relevant: Array
     relevance: Array | None = None
     weighted_relevance: Array | None = None
+    counted: Array | None = None
+    weights: Array | None = None
+    invalid: Array | None = None
+
+
+def list_values_of(out: ListOutput) -> Array:
+    """The per-list values of an output (the term of ``value_sum``)."""
+    return out.values
+
+
+@dataclass(frozen=True)
+class ListField:
+    """A state field summed over the counted lists: ``sum_i w_i^power term(out)[i]``.
+
+    Attributes:
+        shape: the field's shape (``(len(top_k),)`` for one number per ``k``; ``()`` for one
+            per list).
+        term: the per-list ``(B, *shape)`` array of a :class:`ListOutput`.
+        power: how the list weight ``w_i`` enters: 1 (a weighted sum, ``value_sum``), 2 (the
+            squared weights of a standard error's variance) or 0 (unweighted, over the counted
+            lists); unit weights give every power the same sum.
+    """
+
+    shape: tuple[int, ...]
+    term: Callable[[ListOutput], Array]
+    power: int = 1
 
 
 def positions(ctx: Context, k: int, like: Array, dtype: Any) -> Array:
@@ -233,81 +217,87 @@ def checked_values(sel: Selection, negative_labels: str) -> Array | None:
     return check_list_values(sel, negative_labels)
 
 
-def list_sums(
-    ops: Ops, values: Array, counted: Array, weights: Array | None, invalid: Array | None
-) -> dict[str, Array]:
-    """The fields' sums of one batch from per-list values, counted flags, weights (None: all
-    ones) and bad rows."""
-    if invalid is not None:
-        counted = counted & ~invalid
-    values = ops.where(counted[:, None], values, 0.0)
-    if weights is None:  # 0/1 weights: the values are weighted already, the weights' sum is the count
-        wc = ops.cast(counted, values.dtype)
+#: per number of a field's dimensions, the index that turns a (B,) array into (B, 1, ...)
+_ROWS = [(slice(None),) + (None,) * n for n in range(8)]
+
+
+def list_sums(ops: Ops, out: ListOutput, list_fields: Mapping[str, ListField]) -> dict[str, Array]:
+    """The fields' sums of one batch: every :class:`ListField` of ``list_fields`` over the
+    counted lists of ``out`` (lists with bad data left out), then ``weight_sum``, ``count``
+    and ``invalid``."""
+    invalid, weights = out.invalid, out.weights
+    counted = out.counted if invalid is None else out.counted & ~invalid
+    if weights is None:  # 0/1 weights: the terms are weighted once masked, the weights' sum is the count
+        wc = ops.cast(counted, out.values.dtype)
         weight_sum = ops.sum(wc)
         count = weight_sum
     else:
         wc = ops.where(counted, weights, 0.0)
         weight_sum = ops.sum(wc)
         count = ops.sum(ops.cast(wc > 0, wc.dtype))
-        values = values * wc[:, None]
-    return {
-        "value_sum": ops.sum(values, axis=0),
-        "weight_sum": weight_sum,
-        "count": count,
-        "invalid": weight_sum * 0.0 if invalid is None else ops.sum(ops.cast(invalid, wc.dtype)),
-    }
+    sums = {}
+    for name, f in list_fields.items():
+        rows = _ROWS[len(f.shape)]  # (B,) -> (B, 1, ...) against the term
+        term = ops.where(counted[rows], f.term(out), 0.0)
+        if weights is not None and f.power:
+            term = term * (wc if f.power == 1 else wc**f.power)[rows]
+        sums[name] = ops.sum(term, axis=0)
+    sums["weight_sum"], sums["count"] = weight_sum, count
+    sums["invalid"] = weight_sum * 0.0 if invalid is None else ops.sum(ops.cast(invalid, wc.dtype))
+    return sums
 
 
 class ListKernel:
     """Base of the list metrics: subclasses implement :meth:`list_values` (a pure function of
     the selection) and set ``name``. Kernels are immutable definitions: per-call state lives
-    in the :class:`Context` (ops, read-back, tie generator, workspace)."""
+    in the :class:`Context` (ops, read-back, tie generator, workspace).
+
+    A subclass's ``__init__`` declares only its own options (keyword-only) and passes
+    ``**conventions`` on; the class gets an explicit signature with every option and
+    convention (``inspect.signature``). It may add state fields (:meth:`list_fields`) and
+    reported quantities (``quantities``, :meth:`compute`) with no change anywhere else."""
 
     name = "list"
     #: whether per-item weights scale the per-list values themselves (an unnormalised sum such
     #: as DCG): under keras-rs weighting such a value is divided by the list's weight, as
     #: keras-rs does, so the weighted mean is ``sum(value) / sum(weight)``
     weighted_values = False
+    #: what the metric reports besides ``"value"`` (names of :meth:`compute`'s results): with
+    #: any, :meth:`select` and :meth:`finalize` give ``{"value": ..., q: ...}``
+    quantities: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(
-        self,
-        top_k: int | list[int] = 10,
-        *,
-        empty: str = "skip",
-        ties: str = "first",
-        seed: int | None = None,
-        weighting: str = "list",
-        negative_labels: str = "keep",
-        relevance_threshold: float | None = None,
-    ) -> None:
+    def __init__(self, top_k: int | list[int] = 10, **conventions: Any) -> None:
+        unknown = [name for name in conventions if name not in CONVENTION_NAMES]
+        if unknown:
+            name = f"{type(self).__name__}.__init__()"
+            raise TypeError(f"{name} got an unexpected keyword argument {unknown[0]!r}")
         self.top_k = check_positive_ints(top_k, "top_k")
-        self.ks = self.top_k
-        self.conventions = ListConventions(
-            empty=empty,
-            ties=ties,
-            seed=seed,
-            weighting=weighting,
-            negative_labels=negative_labels,
-            relevance_threshold=relevance_threshold,
-        )
-        self.fields: dict[str, tuple[int, ...]] = {
-            "value_sum": (len(self.top_k),),
-            "weight_sum": (),
-            "count": (),
-            "invalid": (),
-        }
+        self.ks = self.top_k  # as RankKernel's; part of the saved settings (kernel_config)
+        self.conventions = ListConventions(**conventions)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        explicit_signature(cls, ListKernel)
 
     def __getattr__(self, name: str) -> Any:  # the conventions read as attributes
-        if name in _CONVENTION_NAMES:
+        if name in CONVENTION_NAMES:
             return getattr(self.conventions, name)
         raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
 
-    def with_conventions(self, **changes: Any) -> ListKernel:
-        """A copy with some conventions changed."""
-        new = object.__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        new.conventions = replace(self.conventions, **changes)
-        return new
+    # -- the state -----------------------------------------------------------------------
+    def list_fields(self) -> dict[str, ListField]:
+        """The state fields summed from the per-list output (see :class:`ListField`):
+        ``value_sum``, the weighted sum of the values at every ``k``. A subclass adds its own
+        (``{**super().list_fields(), "value_sq_sum": ...}``); ``weight_sum``, ``count`` and
+        ``invalid`` follow them in every list metric's state."""
+        return {"value_sum": ListField((len(self.top_k),), list_values_of)}
+
+    @cached_property
+    def fields(self) -> dict[str, tuple[int, ...]]:
+        """State field name -> shape: :meth:`list_fields`, then ``weight_sum``, ``count``,
+        ``invalid``."""
+        own = {name: f.shape for name, f in self.list_fields().items()}
+        return {**own, "weight_sum": (), "count": (), "invalid": ()}
 
     # -- the metric ----------------------------------------------------------------------
     def list_values(self, sel: Selection) -> ListOutput:
@@ -437,18 +427,18 @@ class ListKernel:
 
     def evaluate(
         self, ctx: Context, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
-    ) -> tuple[Array, Array, Array | None, Array | None]:
-        """``(values, counted, weights, invalid)`` of one batch: per-list values
-        ``(B, len(top_k))``, whether each list is counted ``(B,)``, the list weights ``(B,)``
-        (None: all 1) and the lists with bad data ``(B,)`` (None where the values were read back: bad data
-        raises ``ValueError`` then, see :func:`~rankstream.core.inputs.check_list_values`)."""
+    ) -> ListOutput:
+        """The per-list output of one batch (:meth:`outputs`), with ``invalid`` the lists with
+        bad data (None where the values were read back: bad data raises ``ValueError`` then,
+        see :func:`~rankstream.core.inputs.check_list_values`)."""
         sel = self.selection(ctx, self.read_batch(ctx, y_pred, y, mask, sample_weight))
-        invalid = checked_values(sel, self.conventions.negative_labels)
-        return (*self.outputs(sel, invalid), invalid)
+        return self.outputs(sel, checked_values(sel, self.conventions.negative_labels))
 
-    def outputs(self, sel: Selection, invalid: Array | None) -> tuple[Array, Array, Array | None]:
-        """``(values, counted, weights)`` of a selection (which may reach past this metric's
-        largest ``k``: a collection selects once for all its metrics); weights None: all 1."""
+    def outputs(self, sel: Selection, invalid: Array | None) -> ListOutput:
+        """:meth:`list_values` of a selection (which may reach past this metric's largest
+        ``k``: a collection selects once for all its metrics) with what the reducer reads:
+        ``counted`` (the empty policy; never a list without an item), the list ``weights``
+        (None: all 1) and ``invalid``."""
         conv, ops = self.conventions, sel.ops
         out = self.list_values(sel)
         counted = out.relevant if conv.empty == "skip" else ops.ones_bool(out.relevant)
@@ -461,7 +451,13 @@ class ListKernel:
                 values = self.divide(sel, values, w[:, None])
         else:
             w = sel.weights
-        return values, counted, w
+        out.values, out.counted, out.weights, out.invalid = values, counted, w, invalid  # out is this call's
+        return out
+
+    def reduce(self, ops: Ops, out: ListOutput) -> dict[str, Array]:
+        """The state fields' sums of one batch's per-list output (:func:`list_sums` of
+        :meth:`list_fields`)."""
+        return list_sums(ops, out, self.list_fields())
 
     def list_weights(self, sel: Selection, out: ListOutput, invalid: Array | None) -> Array:
         """Per-list weights ``(B,)`` collapsed from the item weights as keras-rs's
@@ -496,7 +492,7 @@ class ListKernel:
         ctx = ctx or self.context(y_pred, get_ops(y_pred, y, mask, sample_weight))
         ctx, (y_pred, y, mask, sample_weight) = ctx.on_host(y_pred, y, mask, sample_weight)
         with quiet():
-            sums = list_sums(ctx.ops, *self.evaluate(ctx, y_pred, y, mask, sample_weight))
+            sums = self.reduce(ctx.ops, self.evaluate(ctx, y_pred, y, mask, sample_weight))
         return exported(ctx.ops, sums)
 
     def per_list(
@@ -509,29 +505,42 @@ class ListKernel:
         ctx, (y_pred, y, mask, sample_weight) = ctx.on_host(y_pred, y, mask, sample_weight)
         ops = ctx.ops
         with quiet():
-            values, counted, weights, invalid = self.evaluate(ctx, y_pred, y, mask, sample_weight)
-            if invalid is not None:
-                values = ops.where(invalid[:, None], float("nan"), values)
+            out = self.evaluate(ctx, y_pred, y, mask, sample_weight)
+            values, weights = out.values, out.weights
+            if out.invalid is not None:
+                values = ops.where(out.invalid[:, None], float("nan"), values)
             if weights is None:
                 weights = ops.zeros((values.shape[0],), values, values.dtype) + 1.0
-        return ops.export(values), ops.export(counted), ops.export(weights)
+        return ops.export(values), ops.export(out.counted), ops.export(weights)
 
     # -- from the sums -------------------------------------------------------------------
     def compute(self, sums: Mapping[str, Any], xp: Any = np) -> dict[str, Array]:
         """``{"value": value_sum / weight_sum}`` (0 before any list; NaN while ``invalid``
-        lists were counted), elementwise on ``xp`` (numpy or ``keras.ops``)."""
+        lists were counted), elementwise on ``xp`` (numpy or ``keras.ops``). A subclass with
+        ``quantities`` adds one entry per quantity."""
         w = sums["weight_sum"]
         safe = xp.where(w > 0, w, 1.0)
         value = xp.where(w > 0, sums["value_sum"] / safe, 0.0 * sums["value_sum"])
         return {"value": xp.where(sums["invalid"] > 0, float("nan"), value)}
 
-    def select(self, values: Mapping[str, Array]) -> Array:
-        """What the metric reports: the value at every ``k`` (ordered by ``top_k``)."""
-        return values["value"]
+    def select(self, values: Mapping[str, Array]) -> Any:
+        """What the metric reports: the value at every ``k`` (ordered by ``top_k``); with
+        ``quantities``, ``{"value": ..., q: ...}`` of the same shape."""
+        if not self.quantities:
+            return values["value"]
+        return {q: values[q] for q in ("value", *self.quantities)}
 
-    def finalize(self, values: Mapping[str, Any]) -> list[float]:
-        """The selected value as Python floats, one per ``k``."""
-        return [float(v) for v in np.asarray(self.select(values)).reshape(-1)]
+    def finalize(self, values: Mapping[str, Any]) -> Any:
+        """The selected value as Python floats, one per ``k`` (:meth:`to_python`); with
+        ``quantities``, ``{"value": ..., q: ...}`` of those."""
+        selected = self.select(values)
+        if not self.quantities:
+            return self.to_python(selected)
+        return {q: self.to_python(v) for q, v in selected.items()}
+
+    def to_python(self, value: Any) -> Any:
+        """One reported array as Python floats, one per ``k``."""
+        return [float(v) for v in np.asarray(value).reshape(-1)]
 
     def check_computable(self, sums: Mapping[str, np.ndarray], name: str | None = None) -> None:
         """Raise when the sums give no number (see :func:`~rankstream.core.state.check_sums`)."""
@@ -541,3 +550,6 @@ class ListKernel:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(top_k={self.top_k}, {self.conventions})"
+
+
+explicit_signature(ListKernel, ListKernel)

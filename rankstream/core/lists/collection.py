@@ -8,11 +8,11 @@ one by one (tested), at little more than the cost of the most expensive one. As 
 metric, a list whose items are all masked is not a list: no metric counts it, whatever the
 ``empty`` policy.
 
-Names are written as ranx and ir_measures write them, case-insensitive: ``ndcg``, ``map``
-(``ap``), ``recall`` (``r``), ``mrr`` (``rr``), ``precision`` (``p``), ``hit_rate``
-(``hitrate``, ``success``), ``dcg``, ``r_precision`` (``rprec``), each with ``@k`` or (the whole
-list) without.
-"""
+A metric whose kernel reports quantities besides its value (``kernel.quantities``, a standard
+error) puts each in the result under ``"{name}_{quantity}"`` beside ``name``.
+
+Names are the rows of :mod:`~rankstream.core.lists.table`, written as ranx and ir_measures write
+them, case-insensitive, each with ``@k`` or (the whole list) without:"""
 
 from __future__ import annotations
 
@@ -23,68 +23,45 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
-from rankstream.core.lists.base import ListKernel, checked_values, exported, list_sums, quiet
+from rankstream.core.lists.base import WHOLE_LIST, ListKernel, checked_values, exported, quiet
+from rankstream.core.lists.table import BY_NAME, names_doc, row_of
 from rankstream.core.state import kernel_config
 
-#: k of a name without ``@k``: past any list's end, so the whole list
-WHOLE_LIST = 2**31 - 1
-ALIASES = {
-    "ndcg": "ndcg",
-    "map": "map",
-    "ap": "map",
-    "recall": "recall",
-    "r": "recall",
-    "mrr": "mrr",
-    "rr": "mrr",
-    "precision": "precision",
-    "p": "precision",
-    "hit_rate": "hit_rate",
-    "hitrate": "hit_rate",
-    "success": "hit_rate",
-    "dcg": "dcg",
-    "r_precision": "r_precision",
-    "rprec": "r_precision",
-}
-_KERNELS = {
-    "ndcg": "NDCGKernel",
-    "map": "MAPKernel",
-    "recall": "RecallKernel",
-    "mrr": "ReciprocalRankKernel",
-    "precision": "PrecisionKernel",
-    "hit_rate": "HitRateKernel",
-    "dcg": "DCGKernel",
-    "r_precision": "RPrecisionKernel",
-}
+__doc__ += names_doc() + ".\n"
 _BATCH_CONVENTIONS = ("ties", "seed", "weighting", "negative_labels")
 
 
 def parse_name(name: str) -> tuple[str, int | None]:
     """``"nDCG@10"`` -> ``("ndcg", 10)``; ``"map"`` -> ``("map", None)``."""
-    known = sorted(set(ALIASES))
     m = re.fullmatch(r"\s*([A-Za-z_]+)\s*(?:@\s*([^\s@]*))?\s*", name) if isinstance(name, str) else None
-    base = ALIASES.get(m.group(1).lower()) if m else None
-    if base is None:
-        raise ValueError(f"unknown list metric {name!r}: write one of {known} with @k (k >= 1) or without")
+    row = BY_NAME.get(m.group(1).lower()) if m else None
+    if row is None:
+        raise ValueError(
+            f"unknown list metric {name!r}: write one of {sorted(BY_NAME)} with @k (k >= 1) or without"
+        )
     k = m.group(2)
     if k is not None and not (k.isascii() and k.isdigit() and int(k) >= 1):
         raise ValueError(
             f"list metric {name!r}: k must be a positive integer (write {m.group(1)}@k with k >= 1, "
             f"or {m.group(1)} for the whole list), got {k!r}"
         )
-    return base, None if k is None else int(k)
+    return row.name, None if k is None else int(k)
 
 
 def make_kernel(name: str, defaults: Mapping[str, Any] | None = None, **conventions: Any) -> ListKernel:
     """The kernel of one named metric: ``defaults[base]`` (an adapter's peer defaults for that
     metric) and then ``conventions`` as keyword arguments."""
-    from rankstream.core import lists as metrics
-
     base, k = parse_name(name)
-    cls = getattr(metrics, _KERNELS[base])
+    row = row_of(base)
     kw = {**(defaults or {}).get(base, {}), **conventions}
-    if base == "r_precision":
-        return cls(**kw)
-    return cls(WHOLE_LIST if k is None else k, **kw)
+    if not row.takes_k:
+        return row.kernel(**kw)
+    return row.kernel(WHOLE_LIST if k is None else k, **kw)
+
+
+def _reported_keys(name: str, kernel: ListKernel) -> list[str]:
+    """The result's keys of one metric: its name, then ``"{name}_{quantity}"`` per quantity."""
+    return [name, *(f"{name}_{q}" for q in kernel.quantities)]
 
 
 class ListMetrics:
@@ -96,16 +73,20 @@ class ListMetrics:
             conventions, e.g. ``{"map": {"denominator": "all"}}``).
         empty, ties, seed, weighting, negative_labels: the conventions of every kernel built
             from a name, with the defaults of
-            `rankstream.core.lists.base.ListConventions` (``"skip"``, ``"first"``, None,
+            `rankstream.core.lists.conventions.ListConventions` (``"skip"``, ``"first"``, None,
             ``"list"``, ``"keep"``).
         relevance_threshold: ``"each"`` (default): each metric's own (1.0 for nDCG, None for
             the others, or what ``defaults`` sets); a number or None: the same for every metric.
 
     Every metric must read the batch the same way: ``ties``, ``seed``, ``weighting`` and
-    ``negative_labels`` are shared; thresholds, denominators and gains may differ.
+    ``negative_labels`` are shared; thresholds, denominators and gains may differ. The result
+    is ``{name: value}`` with, for a metric whose kernel has ``quantities``,
+    ``"{name}_{quantity}"`` beside its name (:attr:`reported` lists the keys).
     """
 
     name = "list_metrics"
+    #: the collection reports its members' quantities under their own keys (:attr:`reported`)
+    quantities: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -149,7 +130,14 @@ class ListMetrics:
         self.fields = {
             f"{self._keys[n]}__{f}": shape for n, k in members.items() for f, shape in k.fields.items()
         }
-        self._k = max(k.top_k[-1] for k in members.values())
+        if len(set(self.reported)) != len(self.reported):
+            raise ValueError(f"metrics must not name another's quantity, got {self.reported}")
+
+    @property
+    def reported(self) -> list[str]:
+        """The keys of the result: every metric's name, each followed by
+        ``"{name}_{quantity}"`` for the quantities its kernel reports besides its value."""
+        return [key for name, kernel in self._members.items() for key in _reported_keys(name, kernel)]
 
     @property
     def random_ties(self) -> bool:
@@ -176,7 +164,7 @@ class ListMetrics:
             sel = first.selection(ctx, batch, k=k, shared=shared)
             invalid = checked_values(sel, first.negative_labels)
             for name, kernel in self._members.items():
-                sums = list_sums(ctx.ops, *kernel.outputs(sel, invalid), invalid)
+                sums = kernel.reduce(ctx.ops, kernel.outputs(sel, invalid))
                 out.update({f"{self._keys[name]}__{field}": value for field, value in sums.items()})
         return exported(ctx.ops, out)
 
@@ -184,10 +172,16 @@ class ListMetrics:
         return {field: sums[f"{self._keys[name]}__{field}"] for field in self._members[name].fields}
 
     def compute(self, sums: Mapping[str, Any], xp: Any = np) -> dict[str, Array]:
-        return {n: k.compute(self._part(sums, n), xp)["value"] for n, k in self._members.items()}
+        """Every metric's value (and quantities) keyed as :attr:`reported`."""
+        out = {}
+        for name, kernel in self._members.items():
+            values = kernel.compute(self._part(sums, name), xp)
+            out[name] = values["value"]
+            out.update({f"{name}_{q}": values[q] for q in kernel.quantities})
+        return out
 
     def select(self, values: Mapping[str, Array]) -> dict[str, Array]:
-        """One scalar per metric name (every name has one cut-off)."""
+        """One scalar per key (every name has one cut-off)."""
         return {name: value[0] for name, value in values.items()}
 
     def finalize(self, values: Mapping[str, Any]) -> dict[str, float]:

@@ -19,9 +19,10 @@ items (and one pass over the gains for keras-rs weighting).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable  # noqa: F401  (NDCGKernel's options, in the signature, name it)
+from typing import Any
 
-from rankstream.core.backends import Array
+from rankstream.core.backends import Array  # noqa: F401
 from rankstream.core.lists.base import ListOutput, Selection
 from rankstream.core.lists.ndcg import NDCGKernel
 
@@ -34,29 +35,9 @@ class DCGKernel(NDCGKernel):
     weighted_values = True
 
     def __init__(
-        self,
-        top_k: int | list[int] = 10,
-        *,
-        gain: str | Callable[[Array], Array] = "exp_rank",
-        discount: Callable[[Array], Array] | None = None,
-        relevance_threshold: float | None = None,
-        empty: str = "skip",
-        ties: str = "first",
-        seed: int | None = None,
-        weighting: str = "list",
-        negative_labels: str = "keep",
+        self, top_k: int | list[int] = 10, *, relevance_threshold: float | None = None, **options: Any
     ) -> None:
-        super().__init__(
-            top_k,
-            gain=gain,
-            discount=discount,
-            relevance_threshold=relevance_threshold,
-            empty=empty,
-            ties=ties,
-            seed=seed,
-            weighting=weighting,
-            negative_labels=negative_labels,
-        )
+        super().__init__(top_k, relevance_threshold=relevance_threshold, **options)
 
     def list_values(self, sel: Selection) -> ListOutput:
         _, dcg = self.dcg(sel)

@@ -6,24 +6,21 @@ For one list with binary relevance ``rel_j`` of the item ranked ``j``-th by the 
 
 (ignite 0.5.5 ``rec_sys.HitRate``, torchmetrics ``RetrievalHitRate``; ``k`` past the end of a
 list is clipped to the list, where ignite raises). Relevance, masks, the ``empty`` policy
-(ignite's ``ignore_zero_hits``) and per-item weights as in
-:mod:`~rankstream.core.lists.precision`. Cost: one top-``max(k)`` selection, one cumulative
-sum, one count of the relevant items.
+(ignite's ``ignore_zero_hits``), per-item weights and the cost as in
+:mod:`~rankstream.core.lists.binary`: a hit is a nonzero count of the relevant items in the top
+``k``.
 """
 
 from __future__ import annotations
 
-from rankstream.core.lists.base import ListOutput, Selection
-from rankstream.core.lists.precision import BinaryListKernel
+from rankstream.core.lists.base import Array, Selection
+from rankstream.core.lists.binary import BinaryListKernel
 
 
 class HitRateKernel(BinaryListKernel):
-    """HR@k for every ``k`` in ``top_k``. Args: ``top_k``; the conventions of
-    :class:`~rankstream.core.lists.base.ListConventions` as keywords."""
+    """HR@k for every ``k`` in ``top_k`` (arguments as every binary list metric's)."""
 
     name = "hit_rate"
 
-    def list_values(self, sel: Selection) -> ListOutput:
-        rel, n_rel, w_rel = self.ranked_relevance(sel)
-        hits = self.cut(sel, sel.ops.cumsum(rel, axis=1))
-        return ListOutput(sel.ops.minimum(hits, 1.0), n_rel > 0, n_rel, w_rel)
+    def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
+        return sel.ops.minimum(self.hits(sel, rel), 1.0)

@@ -25,46 +25,27 @@ or, for ``"min"``, the sum of the ``k`` largest ``w_i rel_i`` (the best reachabl
 
 from __future__ import annotations
 
-from rankstream.core.lists.base import ListKernel, ListOutput, Selection
+from typing import Any
+
+from rankstream.core.lists.base import ListOutput, Selection
+from rankstream.core.lists.binary import BinaryListKernel
 
 DENOMINATORS = ("min", "all")
 
 
-class MAPKernel(ListKernel):
+class MAPKernel(BinaryListKernel):
     """MAP@k for every ``k`` in ``top_k`` from one top-``max(k)`` selection.
 
     Args: ``top_k``; ``denominator`` (``"min"`` or ``"all"``); the conventions of
-    :class:`~rankstream.core.lists.base.ListConventions` as keywords (``relevance_threshold``
+    :class:`~rankstream.core.lists.conventions.ListConventions` as keywords (``relevance_threshold``
     default None: ``label > 0``)."""
 
     name = "map"
 
-    def __init__(
-        self,
-        top_k: int | list[int] = 10,
-        *,
-        denominator: str = "min",
-        empty: str = "skip",
-        ties: str = "first",
-        seed: int | None = None,
-        weighting: str = "list",
-        negative_labels: str = "keep",
-        relevance_threshold: float | None = None,
-    ) -> None:
-        super().__init__(
-            top_k,
-            empty=empty,
-            ties=ties,
-            seed=seed,
-            weighting=weighting,
-            negative_labels=negative_labels,
-            relevance_threshold=relevance_threshold,
-        )
+    def __init__(self, top_k: int | list[int] = 10, *, denominator: str = "min", **conventions: Any) -> None:
+        super().__init__(top_k, **conventions)
         if denominator not in DENOMINATORS:
             raise ValueError(f"denominator must be one of {DENOMINATORS}, got {denominator!r}")
-        t = self.conventions.relevance_threshold
-        if t is not None and not t > 0:
-            raise ValueError(f"relevance_threshold must be > 0 or None (label > 0), got {t!r}")
         self.denominator = denominator
 
     def list_values(self, sel: Selection) -> ListOutput:

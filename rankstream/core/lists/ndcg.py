@@ -24,8 +24,9 @@ callable gain (which need not be monotone in the label) always takes the ideal b
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from rankstream.core.backends import Array, get_ops
+from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListKernel, ListOutput, Selection, call_user
 
 GAIN_NAMES = ("exp_rank", "linear_rank")
@@ -44,18 +45,12 @@ def linear_gain(y: Array) -> Array:
     return y
 
 
-def log2_discount(rank: Array) -> Array:
-    """``1 / log2(rank + 1)`` for 1-based ranks (numpy or torch arrays; the kernel's default
-    discount computes the same with the batch's own ops, whatever the backend)."""
-    return 1.0 / get_ops(rank).log2(rank + 1.0)
-
-
 class NDCGKernel(ListKernel):
     """nDCG@k for every ``k`` in ``top_k`` from one top-``max(k)`` selection.
 
     Args: ``top_k``; ``gain`` (``"exp_rank"``, ``"linear_rank"`` or a callable), ``discount``
     (a callable of the 1-based rank, or None); the conventions of
-    :class:`~rankstream.core.lists.base.ListConventions` as keywords
+    :class:`~rankstream.core.lists.conventions.ListConventions` as keywords
     (``relevance_threshold`` default 1.0, ignite's)."""
 
     name = "ndcg"
@@ -67,21 +62,9 @@ class NDCGKernel(ListKernel):
         gain: str | Callable[[Array], Array] = "exp_rank",
         discount: Callable[[Array], Array] | None = None,
         relevance_threshold: float | None = 1.0,
-        empty: str = "skip",
-        ties: str = "first",
-        seed: int | None = None,
-        weighting: str = "list",
-        negative_labels: str = "keep",
+        **conventions: Any,
     ) -> None:
-        super().__init__(
-            top_k,
-            empty=empty,
-            ties=ties,
-            seed=seed,
-            weighting=weighting,
-            negative_labels=negative_labels,
-            relevance_threshold=relevance_threshold,
-        )
+        super().__init__(top_k, relevance_threshold=relevance_threshold, **conventions)
         if isinstance(gain, str):
             if gain not in GAIN_NAMES:
                 raise ValueError(f"gain must be one of {GAIN_NAMES} or a callable, got {gain!r}")

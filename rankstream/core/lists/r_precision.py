@@ -24,39 +24,20 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.backends import Context
+from rankstream.core.backends import Array, Context
 from rankstream.core.inputs import ListBatch
-from rankstream.core.lists.base import ListOutput, Selection
-from rankstream.core.lists.precision import BinaryListKernel
-
-WHOLE_LIST = 2**31 - 1  # a top_k past the end of any list: the selection is the whole list
+from rankstream.core.lists.base import WHOLE_LIST, Selection
+from rankstream.core.lists.binary import BinaryListKernel
 
 
 class RPrecisionKernel(BinaryListKernel):
     """R-precision. Args: the conventions of
-    :class:`~rankstream.core.lists.base.ListConventions` as keywords."""
+    :class:`~rankstream.core.lists.conventions.ListConventions` as keywords."""
 
     name = "r_precision"
 
-    def __init__(
-        self,
-        *,
-        empty: str = "skip",
-        ties: str = "first",
-        seed: int | None = None,
-        weighting: str = "list",
-        negative_labels: str = "keep",
-        relevance_threshold: float | None = None,
-    ) -> None:
-        super().__init__(  # one value per list, from the whole list
-            WHOLE_LIST,
-            empty=empty,
-            ties=ties,
-            seed=seed,
-            weighting=weighting,
-            negative_labels=negative_labels,
-            relevance_threshold=relevance_threshold,
-        )
+    def __init__(self, **conventions: Any) -> None:
+        super().__init__(WHOLE_LIST, **conventions)  # one value per list, from the whole list
 
     def depth(self, ctx: Context, batch: ListBatch, shared: dict[Any, Any]) -> int:
         """The largest ``R`` of the batch (at least 1) where values are read back, kept with
@@ -74,20 +55,19 @@ class RPrecisionKernel(BinaryListKernel):
         shared[("r_precision_depth", t)] = deepest
         return deepest
 
-    def list_values(self, sel: Selection) -> ListOutput:
+    def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
         need = sel.shared.get(("r_precision_depth", self.conventions.relevance_threshold), sel.n)
         if sel.k < min(need, sel.n):
             raise ValueError(
                 f"RPrecisionKernel reads the top R of every list: got a top-{sel.k} where R reaches "
                 f"{need} of {sel.n} items"
             )
-        rel, n_rel, w_rel = self.ranked_relevance(sel)
         in_top_r = sel.ops.where(sel.positions[None, :] <= n_rel[:, None], rel, 0.0)
-        hits = sel.ops.sum(in_top_r, axis=1)
-        return ListOutput(self.divide(sel, hits, n_rel)[:, None], n_rel > 0, n_rel, w_rel)
+        return self.divide(sel, sel.ops.sum(in_top_r, axis=1), n_rel)[:, None]
 
-    def finalize(self, values: Any) -> float:  # type: ignore[override]
-        return super().finalize(values)[0]
+    def to_python(self, value: Any) -> float:
+        """The one value as a Python float."""
+        return super().to_python(value)[0]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.conventions})"

@@ -6,24 +6,22 @@ For one list with binary relevance ``rel_j`` of the item ranked ``j``-th by the 
     R@k = (1 / R) * sum_{j <= k} rel_j        (0 when R = 0)
 
 (trec_eval ``recall_k``, torchmetrics ``RetrievalRecall``, keras-rs ``RecallAtK``). Relevance,
-masks, the ``empty`` policy and per-item weights as in
-:mod:`~rankstream.core.lists.precision`. Cost: one top-``max(k)`` selection, one cumulative
-sum, one count of the relevant items.
+masks, the ``empty`` policy, per-item weights and the cost as in
+:mod:`~rankstream.core.lists.binary`.
 """
 
 from __future__ import annotations
 
-from rankstream.core.lists.base import ListOutput, Selection
-from rankstream.core.lists.precision import BinaryListKernel
+from rankstream.core.lists.base import Array, Selection
+from rankstream.core.lists.binary import BinaryListKernel
 
 
 class RecallKernel(BinaryListKernel):
-    """R@k for every ``k`` in ``top_k``. Args: ``top_k``; the conventions of
-    :class:`~rankstream.core.lists.base.ListConventions` as keywords."""
+    """R@k for every ``k`` in ``top_k``: the hits over ``R`` (0 for a list without a relevant
+    item). Args: ``top_k``; the conventions of
+    :class:`~rankstream.core.lists.conventions.ListConventions` as keywords."""
 
     name = "recall"
 
-    def list_values(self, sel: Selection) -> ListOutput:
-        rel, n_rel, w_rel = self.ranked_relevance(sel)
-        hits = self.cut(sel, sel.ops.cumsum(rel, axis=1))
-        return ListOutput(self.divide(sel, hits, n_rel[:, None]), n_rel > 0, n_rel, w_rel)
+    def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
+        return self.divide(sel, self.hits(sel, rel), n_rel[:, None])

@@ -14,19 +14,17 @@ top-``max(k)`` selection, two cumulative sums, one count of the relevant items.
 
 from __future__ import annotations
 
-from rankstream.core.lists.base import ListOutput, Selection
-from rankstream.core.lists.precision import BinaryListKernel
+from rankstream.core.lists.base import Array, Selection
+from rankstream.core.lists.binary import BinaryListKernel
 
 
 class ReciprocalRankKernel(BinaryListKernel):
     """RR@k for every ``k`` in ``top_k``. Args: ``top_k``; the conventions of
-    :class:`~rankstream.core.lists.base.ListConventions` as keywords."""
+    :class:`~rankstream.core.lists.conventions.ListConventions` as keywords."""
 
     name = "reciprocal_rank"
 
-    def list_values(self, sel: Selection) -> ListOutput:
+    def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
         ops = sel.ops
-        rel, n_rel, w_rel = self.ranked_relevance(sel)
         first = ops.where(ops.cumsum(rel, axis=1) == 1.0, rel, 0.0)  # 1 at the first relevant item
-        rr = self.cut(sel, ops.cumsum(first / sel.positions, axis=1))
-        return ListOutput(rr, n_rel > 0, n_rel, w_rel)
+        return self.cut(sel, ops.cumsum(first / sel.positions, axis=1))

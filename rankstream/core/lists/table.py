@@ -15,11 +15,12 @@ Adding a list metric: write its kernel (one file of this package, a subclass of
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rankstream.core.lists.base import ListKernel
+from rankstream.core.lists.base import WHOLE_LIST, ListKernel
 from rankstream.core.lists.dcg import DCGKernel
 from rankstream.core.lists.hit_rate import HitRateKernel
 from rankstream.core.lists.map import MAPKernel
@@ -29,8 +30,15 @@ from rankstream.core.lists.r_precision import RPrecisionKernel
 from rankstream.core.lists.recall import RecallKernel
 from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
 
-#: ``k`` of a name without ``@k``: past any list's end, so the whole list
-WHOLE_LIST = 2**31 - 1
+__all__ = ["BY_NAME", "LIST_METRICS", "WHOLE_LIST", "ListMetricRow", "Presentation", "names_doc", "row_of"]
+
+#: the closing paragraph of every Keras docstring opening: the inputs as keras-rs reads them
+#: (it continues the opening, which ends on the indented line of its closing quotes)
+KERAS_INPUTS = """\
+``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
+                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
+                keras-rs.
+                """
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,7 @@ class ListMetricRow:
     @property
     def takes_k(self) -> bool:
         """Whether the metric has a cut-off (R-precision has none: its depth is ``R``)."""
-        return "top_k" in self.kernel.__init__.__code__.co_varnames
+        return "top_k" in inspect.signature(self.kernel).parameters
 
 
 LIST_METRICS: tuple[ListMetricRow, ...] = (
@@ -104,10 +112,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 (unweighted) precision at ``j``, ``Z = sum_i w_i rel_i`` (0 when ``Z = 0``; ``w`` per-item
                 weights, 1 without ``sample_weight``); the mean over the lists, weighted as keras-rs.
 
-                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
-                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
-                keras-rs.
-                """,
+                """
+            + KERAS_INPUTS,
         ),
     ),
     ListMetricRow(
@@ -140,10 +146,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 ``y_pred``, ``IDCG@k`` the same over the items ordered by ``w_i gain_fn(y_i)`` (``w``
                 per-item weights, 1 without ``sample_weight``); the mean over the lists, weighted as keras-rs.
 
-                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
-                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
-                keras-rs.
-                """,
+                """
+            + KERAS_INPUTS,
         ),
     ),
     ListMetricRow(
@@ -172,10 +176,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 the mean over the lists as keras-rs takes it (per-item weights enter the gains and the list
                 weights).
 
-                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
-                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
-                keras-rs.
-                """,
+                """
+            + KERAS_INPUTS,
         ),
     ),
     ListMetricRow(
@@ -202,10 +204,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 (or over ``k`` with ``denominator="k"``, trec_eval's); the mean over the lists, weighted as
                 keras-rs.
 
-                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
-                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
-                keras-rs.
-                """,
+                """
+            + KERAS_INPUTS,
         ),
     ),
     ListMetricRow(
@@ -230,10 +230,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 Per list the relevant items (``y >= 1``) among the top ``k`` over all relevant items of the
                 list; the mean over the lists, weighted as keras-rs.
 
-                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
-                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
-                keras-rs.
-                """,
+                """
+            + KERAS_INPUTS,
         ),
     ),
     ListMetricRow(
@@ -264,10 +262,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 Per list 1 when a relevant item (``y >= 1``) is among the top ``k``, else 0; the mean over
                 the lists, weighted as keras-rs.
 
-                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
-                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
-                keras-rs.
-                """,
+                """
+            + KERAS_INPUTS,
         ),
     ),
     ListMetricRow(
@@ -297,10 +293,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 the mean over the lists, weighted as keras-rs. PyKEEN's per-positive MRR is
                 `InverseHarmonicMeanRank`.
 
-                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
-                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
-                keras-rs.
-                """,
+                """
+            + KERAS_INPUTS,
         ),
     ),
     ListMetricRow(
@@ -326,10 +320,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 Per list the precision at ``R``, the list's number of relevant items (``y >= 1``); each list
                 is ranked whole, so there is no ``k``; the mean over the lists, weighted as keras-rs.
 
-                ``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
-                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
-                keras-rs.
-                """,
+                """
+            + KERAS_INPUTS,
         ),
     ),
 )
@@ -346,3 +338,11 @@ def row_of(name: str) -> ListMetricRow:
         return BY_NAME[name.lower()]
     except KeyError:
         raise ValueError(f"unknown list metric {name!r}: one of {sorted(BY_NAME)}") from None
+
+
+def names_doc() -> str:
+    """The names for docstrings: ``"``map`` (``ap``), ``ndcg``, ..."`` in the table's order."""
+    return ", ".join(
+        f"``{row.name}``" + (f" ({', '.join(f'``{a}``' for a in row.aliases)})" if row.aliases else "")
+        for row in LIST_METRICS
+    )

@@ -1,0 +1,50 @@
+"""The base of the list metrics of binary relevance (precision, recall, hit rate, reciprocal
+rank, R-precision, MAP): an item is relevant when ``label > 0`` or, with
+``relevance_threshold=t`` (``t > 0``), when ``label >= t``; masked items are not in the list.
+
+Most of them are a function of the ranked relevance ``rel_j`` ``(B, K)`` and the number of
+relevant items ``R`` of each list (:meth:`BinaryListKernel.binary_values`); the lists without a
+relevant item are skipped or counted per the ``empty`` policy, and per-item weights give each
+list its keras-rs weight from ``W = sum_i w_i rel_i`` (they do not enter the per-list values).
+Cost: the base's one top-``max(k)`` selection, one count of the relevant items, and a
+cumulative sum or two over the selection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rankstream.core.backends import Array
+from rankstream.core.lists.base import ListKernel, ListOutput, Selection
+
+
+class BinaryListKernel(ListKernel):
+    """A list metric of binary relevance: ``label > 0``, or ``label >= relevance_threshold > 0``.
+
+    Args: ``top_k``; the conventions of :class:`~rankstream.core.lists.conventions.ListConventions`
+    as keywords; a subclass declares its own options before them."""
+
+    def __init__(self, top_k: int | list[int] = 10, **conventions: Any) -> None:
+        super().__init__(top_k, **conventions)
+        if (t := self.conventions.relevance_threshold) is not None and not t > 0:
+            raise ValueError(f"relevance_threshold must be > 0 or None (label > 0), got {t!r}")
+
+    def ranked_relevance(self, sel: Selection) -> tuple[Array, Array, Array | None]:
+        """``(rel, R, W)``: the 0/1 relevance ``(B, K)`` of the ranked items (0 past the list's
+        items), ``R`` per list and, with per-item weights, ``W = sum_i w_i rel_i`` (else None)."""
+        w = sel.full_item_weights
+        w_rel = None if w is None else sel.ops.sum(self.is_relevant(sel, sel.full_labels) * w, axis=1)
+        return self.is_relevant(sel, sel.labels), self.count_relevant(sel), w_rel
+
+    def hits(self, sel: Selection, rel: Array) -> Array:
+        """The relevant items among the top ``k`` ``(B, len(top_k))``, at every ``k``."""
+        return self.cut(sel, sel.ops.cumsum(rel, axis=1))
+
+    def list_values(self, sel: Selection) -> ListOutput:
+        rel, n_rel, w_rel = self.ranked_relevance(sel)
+        return ListOutput(self.binary_values(sel, rel, n_rel), n_rel > 0, n_rel, w_rel)
+
+    def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
+        """Per-list values ``(B, len(top_k))`` from the ranked relevance ``rel`` ``(B, K)`` and
+        ``R`` ``(B,)``."""
+        raise NotImplementedError
