@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from ignite.engine import Engine
+from toy_kernels import MAPWithStderr
 
 from rankstream import MAPKernel
 from rankstream.ignite import MAP, KernelMetric
@@ -27,12 +28,6 @@ class TwiceMAPKernel(MAPKernel):
     def compute(self, sums, xp=np):
         values = super().compute(sums, xp)
         return {**values, "twice": 2.0 * values["value"]}
-
-    def select(self, values):
-        return {q: values[q] for q in ("value", *self.quantities)}
-
-    def finalize(self, values):
-        return {q: [float(v) for v in np.asarray(values[q]).reshape(-1)] for q in ("value", *self.quantities)}
 
 
 def _data():
@@ -82,3 +77,23 @@ def test_a_quantity_key_is_checked_for_collisions():
     with pytest.raises(ValueError, match=r"MAP attached as 'map_twice' and KernelMetric attached as 'map'"):
         MAP(KS).attach(engine, "map_twice")
     MAP(KS).attach(engine, "map_thrice")  # another key: fine
+
+
+def test_a_kernel_with_its_own_state_field_and_stderr_runs_on_an_engine():
+    """The toy kernel adds ``value_sq_sum`` and reports ``stderr``: attached as it is, with no
+    change to the adapter, the engine gets both; the stderr is numpy's ``std(ddof=1) / sqrt(n)``
+    of the naive reference's per-list values (every list here holds a relevant item)."""
+    _, s, y = _data()
+    y[:, 0] = 1.0  # every list has a relevant item: every list is counted
+    engine = Engine(lambda e, batch: batch)
+    KernelMetric(MAPWithStderr(KS)).attach(engine, "map")
+    MAP(KS).attach(engine, "plain")
+    got = engine.run([(s[:8], y[:8]), (s[8:], y[8:])]).metrics
+    assert set(got) == {"map", "map_stderr", "plain"}
+    assert got["map"] == got["plain"]
+    for j, k in enumerate(KS):
+        per_list = np.array(
+            [R.average_precision(a, b, k) for a, b in zip(s.tolist(), y.tolist(), strict=True)]
+        )
+        assert got["map"][j] == pytest.approx(per_list.mean(), rel=1e-12)
+        assert got["map_stderr"][j] == pytest.approx(per_list.std(ddof=1) / np.sqrt(per_list.size), rel=1e-10)

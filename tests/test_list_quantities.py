@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from toy_kernels import MAPWithStderr
 
 from rankstream import ListMetrics, MAPKernel, NDCGKernel, State, merge
 from rankstream.core.lists.base import ListField, ListOutput
@@ -16,28 +17,6 @@ from rankstream.core.lists.base import ListField, ListOutput
 import reference as ref
 
 KS = [1, 3, 5]
-
-
-def squared_values(out: ListOutput):
-    return out.values * out.values
-
-
-class MAPWithStderr(MAPKernel):
-    """MAP@k with the standard error of the mean over the lists (unit weights):
-    ``sqrt(n / (n - 1) * (sum v^2 / n - mean^2) / n)``."""
-
-    quantities = ("stderr",)
-
-    def list_fields(self) -> dict[str, ListField]:
-        fields = super().list_fields()
-        return {**fields, "value_sq_sum": ListField(fields["value_sum"].shape, squared_values)}
-
-    def compute(self, sums, xp=np):
-        out = super().compute(sums, xp)
-        n, mean = sums["weight_sum"], out["value"]
-        variance = sums["value_sq_sum"] / n - mean * mean
-        out["stderr"] = xp.sqrt(n / (n - 1) * variance / n)
-        return out
 
 
 def batches(seed: int = 0, n_batches: int = 3, b: int = 9, n: int = 8):

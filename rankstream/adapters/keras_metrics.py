@@ -135,9 +135,7 @@ def _list_signature(row: ListMetricRow) -> tuple[inspect.Signature, dict[str, An
 
 def _list_doc(row: ListMetricRow, sig: inspect.Signature, gain: bool) -> str:
     """The row's docstring opening, the inputs paragraph, and the ``Args:`` section."""
-    doc = inspect.cleandoc(row.keras.doc)
-    if "``y_true`` is" not in doc:
-        doc += "\n\n" + INPUTS
+    doc = inspect.cleandoc(row.keras.doc) + "\n\n" + INPUTS
     variants = {
         "name": None if row.takes_k else "whole",
         "denominator": row.name,

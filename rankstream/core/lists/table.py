@@ -32,14 +32,6 @@ from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
 
 __all__ = ["BY_NAME", "LIST_METRICS", "WHOLE_LIST", "ListMetricRow", "Presentation", "names_doc", "row_of"]
 
-#: the closing paragraph of every Keras docstring opening: the inputs as keras-rs reads them
-#: (it continues the opening, which ends on the indented line of its closing quotes)
-KERAS_INPUTS = """\
-``y_true`` is the labels or ``{"labels": y, "mask": m}``; labels ``< 0``, NaN and -inf are
-                padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, as in
-                keras-rs.
-                """
-
 
 @dataclass(frozen=True)
 class Presentation:
@@ -111,9 +103,7 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 Per list ``AP@k = sum_{j<=k} w_(j) rel_(j) P@j / Z``, ``rel = [y >= 1]``, ``P@j`` the
                 (unweighted) precision at ``j``, ``Z = sum_i w_i rel_i`` (0 when ``Z = 0``; ``w`` per-item
                 weights, 1 without ``sample_weight``); the mean over the lists, weighted as keras-rs.
-
-                """
-            + KERAS_INPUTS,
+                """,
         ),
     ),
     ListMetricRow(
@@ -145,9 +135,7 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 ``DCG@k = sum_{j<=k} w_(j) gain_fn(y_(j)) rank_discount_fn(j)`` over the items ranked by
                 ``y_pred``, ``IDCG@k`` the same over the items ordered by ``w_i gain_fn(y_i)`` (``w``
                 per-item weights, 1 without ``sample_weight``); the mean over the lists, weighted as keras-rs.
-
-                """
-            + KERAS_INPUTS,
+                """,
         ),
     ),
     ListMetricRow(
@@ -175,9 +163,7 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 ranked by ``y_pred`` (``w`` per-item weights, 1 without ``sample_weight``), not normalised;
                 the mean over the lists as keras-rs takes it (per-item weights enter the gains and the list
                 weights).
-
-                """
-            + KERAS_INPUTS,
+                """,
         ),
     ),
     ListMetricRow(
@@ -203,9 +189,7 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 Per list the relevant items (``y >= 1``) among the top ``k`` over ``min(k, valid items)``
                 (or over ``k`` with ``denominator="k"``, trec_eval's); the mean over the lists, weighted as
                 keras-rs.
-
-                """
-            + KERAS_INPUTS,
+                """,
         ),
     ),
     ListMetricRow(
@@ -229,9 +213,7 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
 
                 Per list the relevant items (``y >= 1``) among the top ``k`` over all relevant items of the
                 list; the mean over the lists, weighted as keras-rs.
-
-                """
-            + KERAS_INPUTS,
+                """,
         ),
     ),
     ListMetricRow(
@@ -261,9 +243,7 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
 
                 Per list 1 when a relevant item (``y >= 1``) is among the top ``k``, else 0; the mean over
                 the lists, weighted as keras-rs.
-
-                """
-            + KERAS_INPUTS,
+                """,
         ),
     ),
     ListMetricRow(
@@ -292,9 +272,7 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 Per list ``1 / rank`` of the first relevant item (``y >= 1``) among the top ``k``, else 0;
                 the mean over the lists, weighted as keras-rs. PyKEEN's per-positive MRR is
                 `InverseHarmonicMeanRank`.
-
-                """
-            + KERAS_INPUTS,
+                """,
         ),
     ),
     ListMetricRow(
@@ -319,9 +297,7 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
 
                 Per list the precision at ``R``, the list's number of relevant items (``y >= 1``); each list
                 is ranked whole, so there is no ``k``; the mean over the lists, weighted as keras-rs.
-
-                """
-            + KERAS_INPUTS,
+                """,
         ),
     ),
 )

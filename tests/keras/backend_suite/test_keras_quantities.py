@@ -7,9 +7,12 @@ import keras
 import keras_rs
 import numpy as np
 import pytest
+from toy_kernels import MAPWithStderr
 
 from rankstream.core.lists.map import MAPKernel
 from rankstream.keras import KernelMetric
+
+import reference as R
 
 #: keras-rs's conventions, as rankstream.keras.MAP sets them (no tie in a model's float scores)
 KERAS_RS = {
@@ -30,9 +33,6 @@ class TwiceMAP(MAPKernel):
     def compute(self, sums, xp=np):
         values = super().compute(sums, xp)
         return {**values, "twice": 2 * values["value"]}
-
-    def select(self, values):  # the contract: with quantities, a mapping of the value and each quantity
-        return {"value": values["value"], "twice": values["twice"]}
 
 
 def data(seed, rows=40, items=6, features=5):
@@ -79,3 +79,21 @@ def test_result_is_keyed_by_the_name_with_the_prefix():
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(result["val_map_twice"]), 2 * expected, rtol=1e-5, atol=1e-6
     )
+
+
+def test_a_kernel_with_its_own_state_field_and_stderr_in_evaluate():
+    """The toy kernel adds ``value_sq_sum`` and reports ``stderr``: in ``compile`` + ``evaluate``
+    with no change to the adapter, the logs hold both; the stderr is numpy's
+    ``std(ddof=1) / sqrt(n)`` of the naive reference's per-list values. The model passes its
+    input through, so the scores the metric ranks are the (tie-free) inputs themselves."""
+    rng = np.random.default_rng(5)
+    x = np.stack([rng.permutation(8) for _ in range(30)]).astype("float32")  # no ties in a row
+    y = rng.integers(0, 3, size=(30, 8)).astype("float32")
+    y[:, 0] = 1.0  # every list holds a relevant item: every list is counted
+    inputs = keras.Input((8,))
+    model = keras.Model(inputs, keras.layers.Identity()(inputs))
+    model.compile("sgd", "mse", metrics=[KernelMetric(MAPWithStderr(3), name="toy")])
+    logs = model.evaluate(x, y, batch_size=7, verbose=0, return_dict=True)
+    per_list = np.array([R.average_precision(s, t, 3) for s, t in zip(x.tolist(), y.tolist(), strict=True)])
+    assert logs["toy"] == pytest.approx(per_list.mean(), rel=1e-5)
+    assert logs["toy_stderr"] == pytest.approx(per_list.std(ddof=1) / np.sqrt(per_list.size), rel=1e-4)
