@@ -287,17 +287,9 @@ class KerasOps(Ops):
         ge = self.row_count(self.k.greater_equal(s, tc), acc) if need[1] else None
         return gt, ge
 
-    def rank_counts(
-        self,
-        scores: Array,
-        t: Array,
-        acc: Any,
-        need: tuple[bool, bool],
-        keep: Array | None = None,
-        drop: Array | None = None,
-        rows: Array | None = None,
-        ws: Workspace | None = None,
-    ) -> tuple[Array | None, Array | None, Array]:
+    def rank_counts(self, scores: Array, t: Array, acc: Any, need: tuple[bool, bool],
+                    keep: Array | None = None, drop: Array | None = None, rows: Array | None = None,
+                    ws: Workspace | None = None) -> tuple[Array | None, Array | None, Array]:  # fmt: skip
         """As :meth:`rankstream.core.backends.numpy.NumpyOps.rank_counts`, in whole-array
         ``keras.ops`` (traceable; XLA fuses the passes)."""
         k = self.k

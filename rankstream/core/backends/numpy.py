@@ -211,17 +211,9 @@ class NumpyOps(Ops):
         ge = self.row_count(s >= tc, acc) if need[1] else None
         return gt, ge
 
-    def rank_counts(
-        self,
-        scores: Array,
-        t: Array,
-        acc: Any,
-        need: tuple[bool, bool],
-        keep: Array | None = None,
-        drop: Array | None = None,
-        rows: Array | None = None,
-        ws: Workspace | None = None,
-    ) -> tuple[Array | None, Array | None, Array]:
+    def rank_counts(self, scores: Array, t: Array, acc: Any, need: tuple[bool, bool],
+                    keep: Array | None = None, drop: Array | None = None, rows: Array | None = None,
+                    ws: Workspace | None = None) -> tuple[Array | None, Array | None, Array]:  # fmt: skip
         """The comparison passes of a rank: per row of ``s``, the scores (``rows`` given: the
         rows ``rows`` of them, in that order) with ``-inf`` where ``keep`` is False or ``drop``
         is True (either or both given), returns ``(#(s > t), #(s >= t), #(s is NaN))`` per

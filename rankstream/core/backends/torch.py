@@ -440,17 +440,9 @@ class TorchOps(Ops):
         gt, ge, _ = self.rank_counts(s, t, acc, need, ws=ws)
         return gt, ge
 
-    def rank_counts(
-        self,
-        scores: Array,
-        t: Array,
-        acc: Any,
-        need: tuple[bool, bool],
-        keep: Array | None = None,
-        drop: Array | None = None,
-        rows: Array | None = None,
-        ws: Workspace | None = None,
-    ) -> tuple[Array | None, Array | None, Array]:
+    def rank_counts(self, scores: Array, t: Array, acc: Any, need: tuple[bool, bool],
+                    keep: Array | None = None, drop: Array | None = None, rows: Array | None = None,
+                    ws: Workspace | None = None) -> tuple[Array | None, Array | None, Array]:  # fmt: skip
         """See :meth:`rankstream.core.backends.numpy.NumpyOps.rank_counts`. On CPU, tile by
         tile: the rows (gathered when ``rows`` is given) with ``-inf`` on the excluded
         candidates, then their NaN test and each comparison as 0/1 floats summed per row: the
