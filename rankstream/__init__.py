@@ -26,6 +26,7 @@ from rankstream.core import functional as _functional
 from rankstream.core.inputs import IntegerScoresWarning as IntegerScoresWarning
 from rankstream.core.inputs import SwappedInputsWarning as SwappedInputsWarning
 from rankstream.core.lists import ListMetrics as ListMetrics
+from rankstream.core.lists.paired import PairedComparison as PairedComparison
 from rankstream.core.lists.table import LIST_METRICS as _LIST_METRICS
 from rankstream.core.state import NotComputableError as NotComputableError
 from rankstream.core.state import State as State
@@ -42,6 +43,7 @@ __all__ = sorted(
         "IntegerScoresWarning",
         "ListMetrics",
         "NotComputableError",
+        "PairedComparison",
         "State",
         "SwappedInputsWarning",
         "merge",

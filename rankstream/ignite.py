@@ -27,6 +27,7 @@ from rankstream.adapters import ignite_lists as _lists  # noqa: E402
 from rankstream.adapters import ignite_ranks as _ranks  # noqa: E402
 from rankstream.adapters.ignite_lists import ListMetrics  # noqa: E402
 from rankstream.adapters.ignite_metrics import KernelMetric  # noqa: E402
+from rankstream.adapters.ignite_paired import PairedComparison  # noqa: E402
 from rankstream.adapters.ignite_ranks import RankBasedMetrics  # noqa: E402
 from rankstream.core.ranks.families import RANK_TYPES  # noqa: E402
 
@@ -36,6 +37,7 @@ globals().update(_ranks.CLASSES)  # HitsAtK, InverseHarmonicMeanRank, ...: the r
 __all__ = [
     *_lists.CLASSES,
     "ListMetrics",
+    "PairedComparison",
     *_ranks.CLASSES,
     "RankBasedMetrics",
     "RANK_TYPES",
