@@ -117,7 +117,9 @@ def test_core_matches_scipy_ttest_rel_and_adjustments():
 def test_weighted_matches_the_ratio_estimator():
     scores, labels, weights = make_data(seed=1)
     kernel = PairedComparison(["ndcg@10", "map@5"], RANKERS)
-    got = State(kernel).update(np.stack([scores[r] for r in RANKERS], axis=1), labels, None, weights).compute()
+    got = (
+        State(kernel).update(np.stack([scores[r] for r in RANKERS], axis=1), labels, None, weights).compute()
+    )
     for name in ("ndcg@10", "map@5"):
         values, kept = reference_values(scores, labels, name)
         w = weights[kept]
@@ -218,7 +220,9 @@ def test_ignite_stacked_weighted_and_checkpoint_equal_the_core():
     resumed = IgnitePaired(["ndcg@10", "map@5"], RANKERS)
     resumed.load_state_dict(saved)
     for m in (metric, resumed):
-        m.update((stacked[40:], torch.from_numpy(labels[40:]), {"sample_weight": torch.from_numpy(weights[40:])}))
+        m.update(
+            (stacked[40:], torch.from_numpy(labels[40:]), {"sample_weight": torch.from_numpy(weights[40:])})
+        )
     core = State(PairedComparison(["ndcg@10", "map@5"], RANKERS)).update(scores, labels, None, weights)
     assert_close(metric.compute(), core.compute(), tol=1e-12)
     assert_close(resumed.compute(), core.compute(), tol=1e-12)
@@ -230,7 +234,9 @@ def test_bad_input_names_the_argument_and_leaves_the_state():
     metric.update({"y_pred": {r: torch.from_numpy(scores[r]) for r in ("model", "random")},
                    "y": torch.from_numpy(labels)})  # fmt: skip
     before = metric.state_sums()
-    with pytest.raises(ValueError, match=r"y_pred must map exactly the rankers \['model', 'random'\].*'popularity'"):
+    with pytest.raises(
+        ValueError, match=r"y_pred must map exactly the rankers \['model', 'random'\].*'popularity'"
+    ):
         metric.update({"y_pred": {r: torch.from_numpy(scores[r]) for r in ("model", "popularity")},
                        "y": torch.from_numpy(labels)})  # fmt: skip
     with pytest.raises(ValueError, match=r"stacked scores of shape \(batch, 2, list_size\).*\(10, 25\)"):
@@ -278,3 +284,41 @@ def test_holm_steps_down_and_bonferroni_caps():
     assert bonferroni(np.array(p)) == pytest.approx([0.16, 0.04, 0.044, 1.0], rel=1e-15)
     with_nan = holm(np.array([0.01, np.nan, 0.02]))  # NaN keeps NaN, counts in m
     assert with_nan[0] == pytest.approx(0.03) and np.isnan(with_nan[1]) and with_nan[2] == pytest.approx(0.04)
+
+
+def test_compare_rankers_example_prints_scipy_paired_tests():
+    """The example, run as a user runs it, prints per metric the difference, the interval and
+    the p-value of scipy's paired t-test on the per-user values of the functional forms."""
+    import importlib.util
+    from pathlib import Path
+
+    from _examples import printed_numbers, run_example
+
+    from rankstream import map_at_k, ndcg_at_k, recall_at_k, reciprocal_rank_at_k
+
+    proc = run_example("compare_rankers.py")
+    path = Path(__file__).resolve().parent.parent / "examples" / "compare_rankers.py"
+    spec = importlib.util.spec_from_file_location("compare_rankers_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    seen, held_out = example.make_data()
+    rankers = example.make_rankers(seen)
+    users = torch.arange(seen.shape[0])
+    forms = {
+        "ndcg@10": ndcg_at_k,
+        "map@10": map_at_k,
+        "recall@20": recall_at_k,
+        "mrr@10": reciprocal_rank_at_k,
+    }
+    for name, form in forms.items():
+        k = int(name.split("@")[1])
+        values = {}
+        for ranker, score in rankers.items():
+            v, counted = form(score(users), held_out, k, mask=~seen, return_counted=True)
+            values[ranker] = np.asarray(v)[np.asarray(counted)]
+        a, b = values["itemknn"], values["popularity"]
+        d = a - b
+        low, high = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
+        p = stats.ttest_rel(a, b).pvalue
+        got = printed_numbers(proc.stdout, f"{name}/itemknn-vs-popularity [")
+        assert got == pytest.approx([d.mean(), low, high, p], rel=1e-9, abs=1e-300), name
