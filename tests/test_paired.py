@@ -322,3 +322,29 @@ def test_compare_rankers_example_prints_scipy_paired_tests():
         p = stats.ttest_rel(a, b).pvalue
         got = printed_numbers(proc.stdout, f"{name}/itemknn-vs-popularity [")
         assert got == pytest.approx([d.mean(), low, high, p], rel=1e-9, abs=1e-300), name
+
+
+def test_accelerator_and_torch_paths_equal_the_host_path_and_count_bad_lists():
+    """Without reading values back (the path of an accelerator or jit) and with every batch
+    on torch, the results equal the default path's; a NaN score of one ranker makes its list
+    invalid, and compute() says so rather than report a number."""
+    from rankstream.core.backends import host_batches, read_back
+
+    scores, labels, weights = make_data(seed=8, b=60)
+    data = ({r: torch.from_numpy(s.copy()) for r, s in scores.items()}, torch.from_numpy(labels))
+    kernel = PairedComparison(["ndcg@10", "map@5"], RANKERS)
+    want = State(kernel).update(*data, None, torch.from_numpy(weights)).compute()
+    with read_back(False):
+        no_read = State(kernel).update(*data, None, torch.from_numpy(weights)).compute()
+    with host_batches(False):
+        on_torch = State(kernel).update(*data, None, torch.from_numpy(weights)).compute()
+    assert_close(no_read, want, tol=1e-12)
+    assert_close(on_torch, want, tol=1e-12)
+    data[0]["random"][5, 3] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        State(kernel).update(*data)
+    with read_back(False):
+        state = State(kernel).update(*data)
+    assert state.sums["ndcg_10__invalid"] == 1.0
+    with pytest.raises(ValueError, match=r"PairedComparison\['ndcg@10'\]: 1 list\(s\) had NaN scores"):
+        state.compute()
