@@ -178,3 +178,40 @@ def r_precision(scores, labels, k=None, *, valid=None, threshold=None) -> float 
     if r == 0:
         return None
     return sum(1 for i in order[:r] if _relevant(labels[i], threshold)) / r
+
+
+def counted_values(
+    per_list: Callable[..., float | None],
+    scores: Sequence[Sequence[float]],
+    labels: Sequence[Sequence[float]],
+    k: int,
+    *,
+    weights: Sequence[float] | None = None,
+    empty: str = "skip",
+    **kw: object,
+) -> tuple[list[float], list[float]]:
+    """The per-list values and weights of the lists that :func:`mean_over_lists` averages
+    (lists with no relevant item skipped or 0; lists of weight 0 left out: they are no unit)."""
+    values, ws = [], []
+    for b in range(len(scores)):
+        v = per_list(scores[b], labels[b], k, **kw)
+        w = 1.0 if weights is None else float(weights[b])
+        if v is None:
+            if empty == "skip":
+                continue
+            v = 0.0
+        if w > 0:
+            values.append(v)
+            ws.append(w)
+    return values, ws
+
+
+def weighted_mean_stderr(values: Sequence[float], weights: Sequence[float]) -> tuple[float, float]:
+    """``(m, se)`` of the weighted mean ``m = sum(w v) / sum(w)`` over ``n`` units, with the
+    linearised (ratio-estimator) standard error written from its definition, two passes:
+    ``se^2 = n / (n - 1) * sum(w^2 (v - m)^2) / sum(w)^2`` (``s / sqrt(n)`` for unit weights)."""
+    n = len(values)
+    total_w = math.fsum(weights)
+    m = math.fsum(w * v for v, w in zip(values, weights, strict=True)) / total_w
+    ss = math.fsum((w * (v - m)) ** 2 for v, w in zip(values, weights, strict=True))
+    return m, math.sqrt(n / (n - 1) * ss / total_w**2)

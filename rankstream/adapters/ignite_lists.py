@@ -6,12 +6,13 @@ defaults of its peer come from the row's ``ignite`` presentation, its options fr
 signature. The signature is ignite's, in ignite's order::
 
     (top_k, ignore_zero_hits, [relevance_threshold, gain_function,] output_transform, device,
-     skip_unrolling, *, <the kernel's own options>, [relevance_threshold,] ties, seed)
+     skip_unrolling, *, <the kernel's own options>, [relevance_threshold,] ties, seed, confidence)
 
 ``top_k`` only for a metric with a cut-off; ``relevance_threshold`` and ``gain_function`` (the
 kernel's ``gain``) positional for a graded metric (a kernel with a gain), as ignite's ``NDCG``.
 ``ignore_zero_hits`` is the kernel's ``empty`` policy (``"skip"`` / ``"zero"``); lists are
-weighted per list and negative labels kept, as ignite.
+weighted per list and negative labels kept, as ignite. ``confidence`` (every list kernel's, the
+last option) adds the standard error, interval and count to ``compute()``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ LIST_ARGS: dict[str, Any] = {
     "ties": '``"first"`` (the earlier index ranks first among equal scores, default) or ``"random"`` '
     "(a random order, seeded by ``seed``).",
     "seed": "seed of the random tie order (None: a random seed).",
+    "confidence": "None (default: ``compute()`` returns the value alone, as ignite) or a level in (0, 1), "
+    'e.g. 0.95: ``compute()`` returns ``{"value", "stderr", "ci_low", "ci_high", "count"}`` (the '
+    "standard error of the mean over the lists, Student's t interval at that level with ``count - 1`` "
+    "degrees of freedom, the lists counted), each a list ordered by sorted ``top_k`` (a float without "
+    "``top_k``); attached as ``name``, the engine gets ``name`` and ``name_stderr``, "
+    "``name_ci_low``, ``name_ci_high``, ``name_count``.",
 }
 
 #: ignite's names of kernel arguments (ignite's ``NDCG``: ``gain_function``)
@@ -84,8 +91,11 @@ def list_signature(row: ListMetricRow) -> inspect.Signature:
         return IGNITE_NAMES.get(name, name), row.ignite.defaults.get(name, kernel[name].default), annotation
 
     positional = GRADED_POSITIONAL if graded else ()
-    own = [n for n in kernel if n != "top_k" and n not in _CONVENTIONS and n not in positional]
-    keyword = [*own, *(() if graded else ("relevance_threshold",)), "ties", "seed"]
+    last = ("confidence",)  # every list kernel's: after ignite's options
+    own = [
+        n for n in kernel if n != "top_k" and n not in _CONVENTIONS and n not in positional and n not in last
+    ]
+    keyword = [*own, *(() if graded else ("relevance_threshold",)), "ties", "seed", *last]
     params = [
         inspect.Parameter("self", _POSITIONAL),
         *parameters([spec("top_k")] if row.takes_k else []),
@@ -171,7 +181,8 @@ class ListMetrics(KernelMetric):
     """Several list metrics from one validation and one top-k selection per batch:
     ``ListMetrics(["ndcg@10", "map@5", "recall@20", "mrr@10", "precision@5", "hit_rate@10"])``.
     ``compute()`` returns ``{name: value}``; attached to an ``Engine``, each name is also put in
-    ``engine.state.metrics`` (after ``prefix``).
+    ``engine.state.metrics`` (after ``prefix``). With ``confidence=0.95`` every name is followed
+    by ``"{name}_stderr"``, ``"{name}_ci_low"``, ``"{name}_ci_high"`` and ``"{name}_count"``.
 
     Names are written as ranx and ir_measures write them, case-insensitive, each with ``@k`` or
     without (the whole list; see `rankstream.core.lists.collection`):
@@ -194,10 +205,13 @@ class ListMetrics(KernelMetric):
         ties: str = "first",
         seed: int | None = None,
         prefix: str = "",
+        confidence: float | None = None,
     ) -> None:
         empty = "skip" if ignore_zero_hits else "zero"
-        kernel = CollectionKernel(metrics, PEER_DEFAULTS, empty=empty, ties=ties, seed=seed)
-        self.metrics, self.ignore_zero_hits = kernel.metrics, ignore_zero_hits
+        kernel = CollectionKernel(
+            metrics, PEER_DEFAULTS, empty=empty, ties=ties, seed=seed, confidence=confidence
+        )
+        self.metrics, self.ignore_zero_hits, self.confidence = kernel.metrics, ignore_zero_hits, confidence
         super().__init__(kernel, output_transform, device, skip_unrolling, prefix)
 
 
@@ -212,5 +226,8 @@ ListMetrics.__doc__ = docstring(
         "ignore_zero_hits": LIST_ARGS["ignore_zero_hits"].removesuffix(".") + ", for all.",
         "ties": LIST_ARGS["ties"].removesuffix(".") + ", for all.",
         "prefix": "prepended to every name (two collections on one engine).",
+        "confidence": "None (default) or a level in (0, 1), e.g. 0.95: every name is followed by "
+        '``"{name}_stderr"``, ``"{name}_ci_low"``, ``"{name}_ci_high"`` and ``"{name}_count"`` (the standard '
+        "error of the mean over the lists, Student's t interval at that level, the lists counted).",
     },
 )

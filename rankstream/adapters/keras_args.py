@@ -42,6 +42,11 @@ ARGS: dict[str, str] = {
     "(``(M - E) / sqrt(Var)``), as PyKEEN's metric classes.",
     "state_dtype": '``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where the backend '
     "has it).",
+    "confidence": "None (default: ``result()`` is the value alone, as keras-rs) or a level in (0, 1), e.g. "
+    '0.95: ``result()`` is ``{{name: value, name + "_stderr": ..., name + "_ci_low": ..., name + '
+    '"_ci_high": ..., name + "_count": ...}}``, each a key of the logs: the standard error of the mean '
+    "over the lists (weighted by the collapsed list weights), Student's t interval at that level with "
+    "``count - 1`` degrees of freedom, and the lists counted.",
 }
 
 

@@ -38,7 +38,7 @@ def default_rank_discount_fn(rank: Any) -> Any:
 #: the kernel arguments every list metric sets the same way (the rest are the kernel's own
 #: options, keyword-only in the class, with the row's peer defaults)
 _SHARED = frozenset(
-    "top_k gain discount relevance_threshold empty ties seed weighting negative_labels".split()
+    "top_k gain discount relevance_threshold empty ties seed weighting negative_labels confidence".split()
 )
 
 #: the inputs of every list metric (added after a row's docstring opening unless it states them)
@@ -84,7 +84,7 @@ class _ListMetric(KernelMetric):
     threshold: ClassVar[float | None] = 1.0  # the default relevance_threshold
 
     def _setup(self, *, shuffle_ties: bool, seed: Any, name: str | None, dtype: Any, relevance_threshold: Any,
-               empty: str, state_dtype: str | None, k: int | None = None,
+               empty: str, state_dtype: str | None, confidence: float | None, k: int | None = None,
                gain_fn: Callable[[Any], Any] | str | None = None,
                rank_discount_fn: Callable[[Any], Any] | None = None, **options: Any) -> None:  # fmt: skip
         """The constructor of every list metric, given all of its class's arguments by name
@@ -95,18 +95,31 @@ class _ListMetric(KernelMetric):
             self.gain_fn, self.rank_discount_fn = gain_fn, rank_discount_fn
             gain = "exp_rank" if gain_fn is default_gain_fn else gain_fn  # named: one topk of the labels
             kernel_kw.update(gain=gain, discount=rank_discount_fn)
-        self.relevance_threshold, self.empty = relevance_threshold, empty
+        self.relevance_threshold, self.empty, self.confidence = relevance_threshold, empty, confidence
         for key, value in options.items():  # the kernel's own options: public settings
             setattr(self, key, value)
         self.k, self.shuffle_ties, self.seed = check_k(k), shuffle_ties, seed
         generator = seed_generator(shuffle_ties, seed)
         conv = {"relevance_threshold": relevance_threshold, "empty": empty, **kernel_kw}
+        if confidence is not None:
+            conv["confidence"] = confidence
         conv.update(keras_rs_conventions(shuffle_ties))
         top_k = [WHOLE_LIST if k is None else k] if self._row.takes_k else []
         kernel = self._row.kernel(*top_k, **conv)
         short = self._row.name
         name = name if name is not None else short if self.k is None else f"{short}@{self.k}"
         super().__init__(kernel, name=name, dtype=dtype, seed_generator=generator, state_dtype=state_dtype)
+
+    def get_config(self) -> dict[str, Any]:
+        return with_confidence(super().get_config(), self.confidence)
+
+
+def with_confidence(config: dict[str, Any], confidence: float | None) -> dict[str, Any]:
+    """A metric's config with its ``confidence`` level where one is set (without it, the config
+    of a metric reporting its value alone is as it always was)."""
+    if confidence is not None:
+        config["confidence"] = confidence
+    return config
 
 
 def _list_signature(row: ListMetricRow) -> tuple[inspect.Signature, dict[str, Any], bool]:
@@ -129,6 +142,7 @@ def _list_signature(row: ListMetricRow) -> tuple[inspect.Signature, dict[str, An
         "relevance_threshold": ("float | None", threshold),
         "empty": ("str", "zero"),
         "state_dtype": ("str | None", None),
+        "confidence": ("float | None", None),
     }
     return signature(positional, keyword), {n: d for n, (_, d) in options.items()}, gain
 
@@ -206,7 +220,8 @@ class ListMetrics(KernelMetric):
     (``hitrate``, ``success``), ``r_precision`` (``rprec``), each with ``@k`` or without (the
     whole list). Each metric takes its class's defaults here (`NDCG`, `DCG`: labels as they
     are; `MAP`: ``Z`` the weighted relevant count; `PrecisionAtK`: over ``min(k, valid
-    items)``; relevant meaning ``y >= 1`` otherwise).
+    items)``; relevant meaning ``y >= 1`` otherwise). With ``confidence=0.95`` every name is
+    followed by ``name + "_stderr"``, ``"_ci_low"``, ``"_ci_high"`` and ``"_count"``.
 
     Args:
         metrics: the metric names, e.g. ``["ndcg@10", "map@5"]``.
@@ -221,15 +236,26 @@ class ListMetrics(KernelMetric):
         state_dtype: ``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64
             where the backend has it).
         prefix: prepended to every name (two collections in one model).
+        confidence: None (default) or a level in (0, 1), e.g. 0.95: every name is followed by
+            ``name + "_stderr"``, ``"_ci_low"``, ``"_ci_high"`` and ``"_count"`` in the result and
+            the logs (the standard error of the mean over the lists, Student's t interval at
+            that level, the lists counted).
     """
 
     _config = ("metrics", "shuffle_ties", "seed", "empty", "prefix")
 
     def __init__(self, metrics: list[str], shuffle_ties: bool = True, seed: Seed = None,
                  name: str | None = "list_metrics", dtype: Any = None, *, empty: str = "zero",
-                 state_dtype: str | None = None, prefix: str = "") -> None:  # fmt: skip
+                 state_dtype: str | None = None, prefix: str = "",
+                 confidence: float | None = None) -> None:  # fmt: skip
         self.metrics, self.shuffle_ties, self.seed, self.empty = list(metrics), shuffle_ties, seed, empty
+        self.confidence = confidence
         conventions = keras_rs_conventions(shuffle_ties)
-        kernel = ListMetricsKernel(metrics, _COLLECTION_DEFAULTS, empty=empty, **conventions)
+        kernel = ListMetricsKernel(
+            metrics, _COLLECTION_DEFAULTS, empty=empty, confidence=confidence, **conventions
+        )
         generator = seed_generator(shuffle_ties, seed)
         super().__init__(kernel, name, dtype, generator, state_dtype, prefix)
+
+    def get_config(self) -> dict[str, Any]:
+        return with_confidence(super().get_config(), self.confidence)

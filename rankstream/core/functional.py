@@ -51,7 +51,13 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
         return (out, counted) if return_counted else out
 
     P = inspect.Parameter
-    own = [p for p in inspect.signature(kernel_cls).parameters.values() if p.kind is P.KEYWORD_ONLY]
+    # the kernels' confidence level is not an option here: per-list values have no mean to
+    # bound (a State of the kernel reports the standard error and interval of a stream)
+    own = [
+        p
+        for p in inspect.signature(kernel_cls).parameters.values()
+        if p.kind is P.KEYWORD_ONLY and p.name != "confidence"
+    ]
     function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
             P("y_pred", P.POSITIONAL_OR_KEYWORD),

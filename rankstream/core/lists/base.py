@@ -11,6 +11,13 @@ relevant item, and the relevance keras-rs weighs lists by. The base turns those 
 over the lists that are counted; the result is ``value_sum / weight_sum``. Every ``k`` is read
 from cumulative sums over the one selection (:meth:`ListKernel.cut`); no loop over rows or k.
 
+With ``confidence=level`` (e.g. 0.95) the state also keeps ``w2v2_sum[j] = sum_i w_i^2 v[i, j]^2``,
+``w2v_sum[j] = sum_i w_i^2 v[i, j]`` and ``w2_sum = sum_i w_i^2``, and the metric reports the
+standard error of the weighted mean over the lists (the ratio-estimator variance
+``n / (n - 1) * sum_i w_i^2 (v_i - m)^2 / (sum_i w_i)^2``, ``n`` the count), Student's ``t``
+interval at that level with ``n - 1`` degrees of freedom, and the count
+(:mod:`rankstream.core.uncertainty`; the derivation is in ``docs/statistics.md``).
+
 The conventions are one frozen :class:`~rankstream.core.lists.conventions.ListConventions`
 (each adapter picks its peer's).
 
@@ -25,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +48,13 @@ from rankstream.core.inputs import (
 from rankstream.core.lists.conventions import CONVENTION_NAMES, ListConventions, explicit_signature
 from rankstream.core.state import check_sums
 from rankstream.core.topk import top_ranked
+from rankstream.core.uncertainty import (
+    check_level,
+    interval,
+    t_quantile,
+    t_quantile_xp,
+    weighted_variance_of_mean,
+)
 
 #: ``top_k`` of a metric read over the whole list (a name without ``@k``, R-precision): past
 #: the end of any list, so the selection is the whole list
@@ -150,6 +164,20 @@ def list_values_of(out: ListOutput) -> Array:
     return out.values
 
 
+def squared_list_values_of(out: ListOutput) -> Array:
+    """The squared per-list values of an output (the term of ``w2v2_sum``)."""
+    return out.values * out.values
+
+
+def list_ones_of(out: ListOutput) -> Array:
+    """1 per list ``(B,)`` (the term of ``w2_sum``)."""
+    return out.values[:, 0] * 0.0 + 1.0
+
+
+#: what a list metric with a confidence level reports besides its value
+INTERVAL_QUANTITIES = ("stderr", "ci_low", "ci_high", "count")
+
+
 @dataclass(frozen=True)
 class ListField:
     """A state field summed over the counted lists: ``sum_i w_i^power term(out)[i]``.
@@ -255,18 +283,22 @@ class ListKernel:
     A subclass's ``__init__`` declares only its own options (keyword-only) and passes
     ``**conventions`` on; the class gets an explicit signature with every option and
     convention (``inspect.signature``). It may add state fields (:meth:`list_fields`) and
-    reported quantities (``quantities``, :meth:`compute`) with no change anywhere else."""
+    reported quantities (``quantities``, :meth:`compute`) with no change anywhere else.
+
+    ``confidence`` (every list kernel; None by default): a level in (0, 1), e.g. 0.95, adds
+    the fields of the standard error (``w2v2_sum``, ``w2v_sum``, ``w2_sum``) and makes the metric
+    report ``stderr``, ``ci_low``, ``ci_high`` and ``count`` beside its value (see the module
+    docstring). None: the fields, results and settings of the metric alone."""
 
     name = "list"
     #: whether per-item weights scale the per-list values themselves (an unnormalised sum such
     #: as DCG): under keras-rs weighting such a value is divided by the list's weight, as
     #: keras-rs does, so the weighted mean is ``sum(value) / sum(weight)``
     weighted_values = False
-    #: what the metric reports besides ``"value"`` (names of :meth:`compute`'s results): with
-    #: any, :meth:`select` and :meth:`finalize` give ``{"value": ..., q: ...}``
-    quantities: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, top_k: int | list[int] = 10, **conventions: Any) -> None:
+    def __init__(
+        self, top_k: int | list[int] = 10, *, confidence: float | None = None, **conventions: Any
+    ) -> None:
         unknown = [name for name in conventions if name not in CONVENTION_NAMES]
         if unknown:
             name = f"{type(self).__name__}.__init__()"
@@ -274,6 +306,22 @@ class ListKernel:
         self.top_k = check_positive_ints(top_k, "top_k")
         self.ks = self.top_k  # as RankKernel's; part of the saved settings (kernel_config)
         self.conventions = ListConventions(**conventions)
+        # private: not a saved setting (the level reads the same sums); the fields tell the
+        # states with the standard error's sums from those without
+        self._confidence = None if confidence is None else check_level(confidence, "confidence")
+
+    @property
+    def confidence(self) -> float | None:
+        """The level of the reported interval (None: no standard error, no interval)."""
+        return self._confidence
+
+    @property
+    def quantities(self) -> tuple[str, ...]:
+        """What the metric reports besides ``"value"`` (names of :meth:`compute`'s results):
+        ``("stderr", "ci_low", "ci_high", "count")`` with a ``confidence`` level, else none.
+        With any, :meth:`select` and :meth:`finalize` give ``{"value": ..., q: ...}``. A
+        subclass may set its own as a class attribute."""
+        return INTERVAL_QUANTITIES if self._confidence is not None else ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -287,10 +335,18 @@ class ListKernel:
     # -- the state -----------------------------------------------------------------------
     def list_fields(self) -> dict[str, ListField]:
         """The state fields summed from the per-list output (see :class:`ListField`):
-        ``value_sum``, the weighted sum of the values at every ``k``. A subclass adds its own
+        ``value_sum``, the weighted sum of the values at every ``k``, and with a ``confidence``
+        level ``w2v2_sum`` and ``w2v_sum`` (``sum w^2 v^2`` and ``sum w^2 v`` at every ``k``) and
+        ``w2_sum`` (``sum w^2``). A subclass adds its own
         (``{**super().list_fields(), "value_sq_sum": ...}``); ``weight_sum``, ``count`` and
         ``invalid`` follow them in every list metric's state."""
-        return {"value_sum": ListField((len(self.top_k),), list_values_of)}
+        per_k = (len(self.top_k),)
+        fields = {"value_sum": ListField(per_k, list_values_of)}
+        if self._confidence is not None:
+            fields["w2v2_sum"] = ListField(per_k, squared_list_values_of, power=2)
+            fields["w2v_sum"] = ListField(per_k, list_values_of, power=2)
+            fields["w2_sum"] = ListField((), list_ones_of, power=2)
+        return fields
 
     @cached_property
     def fields(self) -> dict[str, tuple[int, ...]]:
@@ -517,11 +573,30 @@ class ListKernel:
     def compute(self, sums: Mapping[str, Any], xp: Any = np) -> dict[str, Array]:
         """``{"value": value_sum / weight_sum}`` (0 before any list; NaN while ``invalid``
         lists were counted), elementwise on ``xp`` (numpy or ``keras.ops``). A subclass with
-        ``quantities`` adds one entry per quantity."""
+        ``quantities`` adds one entry per quantity.
+
+        With a ``confidence`` level, also ``stderr`` (the square root of
+        :func:`~rankstream.core.uncertainty.weighted_variance_of_mean`; NaN below two lists),
+        ``ci_low`` and ``ci_high`` (``value -+ t * stderr``, ``t`` Student's two-sided critical
+        value with ``count - 1`` degrees of freedom: scipy's on numpy,
+        :func:`~rankstream.core.uncertainty.t_quantile_xp` on ``keras.ops``, where the count may
+        be traced) and ``count`` (the lists counted), each of the value's shape."""
         w = sums["weight_sum"]
         safe = xp.where(w > 0, w, 1.0)
         value = xp.where(w > 0, sums["value_sum"] / safe, 0.0 * sums["value_sum"])
-        return {"value": xp.where(sums["invalid"] > 0, float("nan"), value)}
+        value = xp.where(sums["invalid"] > 0, float("nan"), value)
+        if self._confidence is None:
+            return {"value": value}
+        n = sums["count"]
+        var = weighted_variance_of_mean(n, w, sums["w2_sum"], sums["w2v_sum"], sums["w2v2_sum"], value, xp)
+        stderr = xp.sqrt(var)
+        critical = (
+            t_quantile(self._confidence, n - 1.0)
+            if xp is np
+            else t_quantile_xp(self._confidence, n - 1.0, xp)
+        )
+        low, high = interval(value, stderr, critical)
+        return {"value": value, "stderr": stderr, "ci_low": low, "ci_high": high, "count": n + 0.0 * value}
 
     def select(self, values: Mapping[str, Array]) -> Any:
         """What the metric reports: the value at every ``k`` (ordered by ``top_k``); with
@@ -549,7 +624,8 @@ class ListKernel:
         check_sums(sums, name or type(self).__name__, "weight_sum", "list", bad, what)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(top_k={self.top_k}, {self.conventions})"
+        level = "" if self._confidence is None else f", confidence={self._confidence}"
+        return f"{type(self).__name__}(top_k={self.top_k}, {self.conventions}{level})"
 
 
 explicit_signature(ListKernel, ListKernel)

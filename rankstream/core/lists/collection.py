@@ -9,7 +9,9 @@ metric, a list whose items are all masked is not a list: no metric counts it, wh
 ``empty`` policy.
 
 A metric whose kernel reports quantities besides its value (``kernel.quantities``, a standard
-error) puts each in the result under ``"{name}_{quantity}"`` beside ``name``.
+error) puts each in the result under ``"{name}_{quantity}"`` beside ``name``; ``confidence=0.95``
+gives every metric built from a name its standard error, interval and count
+(``"ndcg@10_stderr"``, ``"ndcg@10_ci_low"``, ``"ndcg@10_ci_high"``, ``"ndcg@10_count"``).
 
 Names are the rows of :mod:`~rankstream.core.lists.table`, written as ranx and ir_measures write
 them, case-insensitive, each with ``@k`` or (the whole list) without:"""
@@ -26,6 +28,7 @@ from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
 from rankstream.core.lists.base import WHOLE_LIST, ListKernel, checked_values, exported, quiet
 from rankstream.core.lists.table import BY_NAME, names_doc, row_of
 from rankstream.core.state import kernel_config
+from rankstream.core.uncertainty import check_level
 
 __doc__ += names_doc() + ".\n"
 _BATCH_CONVENTIONS = ("ties", "seed", "weighting", "negative_labels")
@@ -77,6 +80,11 @@ class ListMetrics:
             ``"list"``, ``"keep"``).
         relevance_threshold: ``"each"`` (default): each metric's own (1.0 for nDCG, None for
             the others, or what ``defaults`` sets); a number or None: the same for every metric.
+        confidence: None (default) or a level in (0, 1), e.g. 0.95: every metric built from a
+            name also reports its standard error over the lists, Student's ``t`` interval at
+            that level and the count of lists (``"{name}_stderr"``, ``"{name}_ci_low"``,
+            ``"{name}_ci_high"``, ``"{name}_count"``). Kernels given in a mapping carry their
+            own ``confidence``.
 
     Every metric must read the batch the same way: ``ties``, ``seed``, ``weighting`` and
     ``negative_labels`` are shared; thresholds, denominators and gains may differ. The result
@@ -99,15 +107,23 @@ class ListMetrics:
         weighting: str = "list",
         negative_labels: str = "keep",
         relevance_threshold: float | str | None = "each",
+        confidence: float | None = None,
     ) -> None:
         conventions: dict[str, Any] = dict(
             empty=empty, ties=ties, seed=seed, weighting=weighting, negative_labels=negative_labels
         )
         if relevance_threshold != "each":
             conventions["relevance_threshold"] = relevance_threshold
+        if confidence is not None:
+            conventions["confidence"] = check_level(confidence, "confidence")
         if isinstance(metrics, str) or not isinstance(metrics, (Sequence, Mapping)) or len(metrics) == 0:
             raise ValueError(f"metrics must be a non-empty list of names, got {metrics!r}")
         if isinstance(metrics, Mapping):
+            if confidence is not None:
+                raise ValueError(
+                    f"confidence applies to metrics given by name; given kernels carry their own "
+                    f"(e.g. NDCGKernel(10, confidence={confidence!r})), got confidence={confidence!r}"
+                )
             members = dict(metrics)
         else:
             if len(set(metrics)) != len(metrics):

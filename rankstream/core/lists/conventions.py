@@ -84,17 +84,21 @@ def explicit_signature(cls: type, root: type) -> None:
     """Give a list kernel class its explicit signature: the positional parameters of its
     ``__init__`` (``top_k``, or none), the keyword options its classes' ``__init__`` declare
     (base classes' first, a later declaration changing the default in place), then the
-    conventions of :class:`ListConventions` no class declares, with their defaults. Each
+    conventions of :class:`ListConventions` no class declares, with their defaults, then the
+    keyword options of ``root``'s own ``__init__`` (``confidence``). Each
     ``__init__`` (of ``root`` and its subclasses) declares its own options and passes
     ``**conventions`` on."""
     P = inspect.Parameter
     options: dict[str, inspect.Parameter] = {}
     for klass in reversed(cls.__mro__):
-        if "__init__" in vars(klass) and issubclass(klass, root):
+        if "__init__" in vars(klass) and issubclass(klass, root) and klass is not root:
             own = _written(vars(klass)["__init__"]).parameters.values()
             options.update({p.name: p for p in own if p.kind is P.KEYWORD_ONLY})
     for f in fields(ListConventions):
         options.setdefault(f.name, P(f.name, P.KEYWORD_ONLY, default=f.default, annotation=f.type))
+    # the root's own options (every kernel's: the confidence level) come last
+    root_own = _written(vars(root)["__init__"]).parameters.values()
+    options.update({p.name: p for p in root_own if p.kind is P.KEYWORD_ONLY and p.name not in options})
     written = _written(cls.__init__)
     positional = [p for p in written.parameters.values() if p.kind is P.POSITIONAL_OR_KEYWORD]
     explicit = written.replace(parameters=[*positional, *options.values()])

@@ -70,4 +70,5 @@ class RPrecisionKernel(BinaryListKernel):
         return super().to_python(value)[0]
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.conventions})"
+        level = "" if self.confidence is None else f", confidence={self.confidence}"
+        return f"{type(self).__name__}({self.conventions}{level})"
