@@ -1,0 +1,89 @@
+r"""The standard error and Student-t interval of each rank-based mean, from the kernel's sums.
+
+For a weighted mean over tasks ``m = sum(w v) / sum(w)`` (``v = f(r)`` the family's per-task
+value: ``I[r <= k]``, ``1/r``, ``ln r``, ``r``), the ratio-estimator variance
+
+    Var(m) ~= n / (n - 1) * sum(w^2 (v - m)^2) / sum(w)^2
+
+comes from ``sum(w^2 v^2)``, ``sum(w^2 v)``, ``sum(w^2)`` and ``n`` (the tasks of positive
+weight) by :func:`rankstream.core.uncertainty.weighted_variance_of_mean`; the interval is
+``m +- t_{(1 + level) / 2, n - 1} * se``. The geometric mean rank is ``exp`` of the mean of
+``ln r``: its standard error is that of the mean log rank (the log scale), its interval that of
+the mean log rank mapped back by ``exp`` (the rank scale; asymmetric around the GMR).
+
+The critical value :func:`t_critical` is scipy's on the host (numpy), and on ``keras.ops``
+(traced results: ``jit``, accelerators) a lookup of scipy's values for ``n - 1 <= 1000`` and
+beyond that the Cornish-Fisher expansion of ``t`` in ``1 / (n - 1)`` to the fourth order
+(Abramowitz and Stegun 26.7.5; its error there is below 1e-15 relative).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from rankstream.core.uncertainty import interval, t_quantile, weighted_variance_of_mean
+
+__all__ = ["EXACT_DF", "STATISTICS", "mean_statistics", "t_critical"]
+
+Array = Any
+
+#: the statistics reported beside each mean: ``<key>_stderr``, ``<key>_ci_low``, ``<key>_ci_high``
+STATISTICS: tuple[str, ...] = ("stderr", "ci_low", "ci_high")
+#: degrees of freedom up to which the traced critical value is scipy's, tabulated
+EXACT_DF = 1000
+
+
+@functools.cache
+def _traced_constants(level: float) -> tuple[np.ndarray, tuple[float, ...]]:
+    """scipy's ``t_{(1 + level) / 2, df}`` for ``df = 1..EXACT_DF``, and the coefficients
+    ``(z, g_1(z), .., g_4(z))`` of the Cornish-Fisher expansion (``z`` the normal quantile)."""
+    from scipy import stats
+
+    table = t_quantile(level, np.arange(1, EXACT_DF + 1, dtype=np.float64))
+    z = float(stats.norm.ppf(0.5 + level / 2.0))
+    g = (
+        z,
+        (z**3 + z) / 4.0,
+        (5 * z**5 + 16 * z**3 + 3 * z) / 96.0,
+        (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384.0,
+        (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160.0,
+    )
+    return table, g
+
+
+def t_critical(level: float, df: Array, xp: Any = np) -> Array:
+    """The two-sided critical value ``t_{(1 + level) / 2, df}``, NaN where ``df < 1``: scipy's
+    on numpy (:func:`rankstream.core.uncertainty.t_quantile`); elementwise and traceable on
+    ``keras.ops`` (a table for ``df <= EXACT_DF``, the Cornish-Fisher expansion beyond)."""
+    if xp is np:
+        return t_quantile(level, df)
+    table, g = _traced_constants(level)
+    index = xp.cast(xp.clip(df, 1.0, EXACT_DF) - 1.0, "int32")
+    exact = xp.take(xp.convert_to_tensor(table, dtype=df.dtype), index)
+    inv = 1.0 / xp.maximum(df, 1.0)
+    series = g[0] + inv * (g[1] + inv * (g[2] + inv * (g[3] + inv * g[4])))
+    return xp.where(df >= 1.0, xp.where(df <= EXACT_DF, exact, series), float("nan"))
+
+
+def mean_statistics(
+    mean: Array,
+    count: Array,
+    weight: Array,
+    weight_sq: Array,
+    w2v: Array,
+    w2v2: Array,
+    critical: Array,
+    finish: Any,
+    xp: Any = np,
+) -> tuple[Array, Array, Array]:
+    """``(stderr, ci_low, ci_high)`` of the weighted mean ``mean`` of ``v`` from the sums
+    ``count``, ``weight = sum w``, ``weight_sq = sum w^2``, ``w2v = sum w^2 v``,
+    ``w2v2 = sum w^2 v^2``; the interval's bounds mapped by ``finish(x, xp)`` (``exp`` for the
+    GMR: the standard error stays on the scale of ``v``). NaN with fewer than two tasks."""
+    variance = weighted_variance_of_mean(count, weight, weight_sq, w2v, w2v2, mean, xp)
+    stderr = xp.sqrt(variance)
+    low, high = interval(mean, stderr, critical)
+    return stderr, finish(low, xp), finish(high, xp)
