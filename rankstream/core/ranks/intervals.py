@@ -20,13 +20,15 @@ beyond that the Cornish-Fisher expansion of ``t`` in ``1 / (n - 1)`` to the four
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from rankstream.core.ranks.families import STAT_WEIGHT_FIELD
 from rankstream.core.uncertainty import interval, t_quantile, weighted_variance_of_mean
 
-__all__ = ["EXACT_DF", "STATISTICS", "mean_statistics", "t_critical"]
+__all__ = ["EXACT_DF", "STATISTICS", "check_saved_statistics", "mean_statistics", "t_critical"]
 
 Array = Any
 
@@ -87,3 +89,25 @@ def mean_statistics(
     stderr = xp.sqrt(variance)
     low, high = interval(mean, stderr, critical)
     return stderr, finish(low, xp), finish(high, xp)
+
+
+def check_saved_statistics(kernel: Any, saved_fields: Any, metric: str, owner: str = "state") -> None:
+    """A ``ValueError`` when a saved state's fields (``saved_fields``, the ``"fields"`` entry
+    of a saved state) lack the sums of the standard errors that ``kernel`` keeps (a state
+    saved without ``confidence``: its statistics cannot be recovered), or hold them where
+    ``kernel`` keeps none; anything else is left to the state's own checks."""
+    if not isinstance(saved_fields, Mapping):
+        return
+    saved = any(str(name).endswith(STAT_WEIGHT_FIELD) for name in saved_fields)
+    kept = any(name.endswith(STAT_WEIGHT_FIELD) for name in kernel.fields)
+    if kept and not saved:
+        raise ValueError(
+            f"{owner} does not fit {metric}: it was saved without the sums of the standard errors "
+            f"(by a metric without confidence), so its statistics are unavailable; load it into a "
+            f"metric with confidence=None, or evaluate again with confidence={kernel.confidence!r}"
+        )
+    if saved and not kept:
+        raise ValueError(
+            f"{owner} does not fit {metric}: it was saved with the sums of the standard errors "
+            f"(by a metric with a confidence level); load it into a metric with confidence set"
+        )
