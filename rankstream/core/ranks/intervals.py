@@ -20,6 +20,7 @@ beyond that the Cornish-Fisher expansion of ``t`` in ``1 / (n - 1)`` to the four
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -63,11 +64,14 @@ def t_critical(level: float, df: Array, xp: Any = np) -> Array:
     if xp is np:
         return t_quantile(level, df)
     table, g = _traced_constants(level)
-    index = xp.cast(xp.clip(df, 1.0, EXACT_DF) - 1.0, "int32")
+    # tensors, not Python floats, beside df in maximum/clip/where (Keras on torch would
+    # otherwise give float32)
+    one = xp.ones_like(df)
+    index = xp.cast(xp.minimum(xp.maximum(df, one), EXACT_DF * one) - one, "int32")
     exact = xp.take(xp.convert_to_tensor(table, dtype=df.dtype), index)
-    inv = 1.0 / xp.maximum(df, 1.0)
+    inv = one / xp.maximum(df, one)
     series = g[0] + inv * (g[1] + inv * (g[2] + inv * (g[3] + inv * g[4])))
-    return xp.where(df >= 1.0, xp.where(df <= EXACT_DF, exact, series), float("nan"))
+    return xp.where(df >= one, xp.where(df <= EXACT_DF * one, exact, series), math.nan * one)
 
 
 def mean_statistics(

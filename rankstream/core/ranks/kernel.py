@@ -581,7 +581,7 @@ class RankKernel:
         else:
             out = {k: xp.where(bad, math.nan, xp.where(seen, v, 0.0)) for k, v in out.items()}
         # the statistics: NaN without two tasks (not 0: a standard error of 0 would be a claim)
-        out.update({k: xp.where(bad, math.nan, v) for k, v in stats.items()})
+        out.update({k: xp.where(bad, math.nan + 0.0 * v, v) for k, v in stats.items()})
         out["count"] = s["count"] + 0.0 * weight
         return out
 
