@@ -18,7 +18,7 @@ declarations here.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -33,6 +33,7 @@ from rankstream.adapters.ignite_metrics import (
     _state_dtype,
 )
 from rankstream.core.ranks.families import FAMILIES, RankFamily
+from rankstream.core.ranks.intervals import check_saved_statistics
 from rankstream.core.ranks.kernel import KERNEL_METRICS, MEDIAN_BINS_PER_OCTAVE, MEDIAN_EXACT, RankKernel
 
 #: the opening of each family's class docstring (the formula, PyKEEN's name, its conventions)
@@ -73,7 +74,28 @@ RANK_ARGS: dict[str, str] = {
     "each task's number of candidates); ``\"adjusted\"`` (``(M - E) / (1 - E)``, PyKEEN's "
     '``{adjusted}``) or ``"z"`` (``(M - E) / sqrt(Var)``), as PyKEEN\'s metric classes.',
     **FRAMEWORK_ARGS,
+    "confidence": 'None (default) or a level such as 0.95: ``compute()`` then returns ``{"value", '
+    '"stderr", "ci_low", "ci_high", "count"}`` (the engine gets ``name``, ``name_stderr``, '
+    "``name_ci_low``, ``name_ci_high``, ``name_count``): the standard error of the mean over "
+    "the ranking tasks and its Student-t interval at that level (`rankstream.core.ranks.kernel."
+    'RankKernel`); with ``output="value"`` only.',
 }
+#: what a family's class adds to the description of ``confidence``
+RANK_CONFIDENCE: dict[str, str] = {
+    "gmr": " The ``stderr`` is that of the mean log rank (the log scale); ``ci_low`` and "
+    "``ci_high`` are its interval mapped back by ``exp`` (the rank scale).",
+}
+
+
+class RankMetric(KernelMetric):
+    """An ignite metric over a :class:`~rankstream.core.ranks.kernel.RankKernel`: a saved state
+    without the sums of the standard errors is refused, saying so, by a metric with
+    ``confidence`` (and the other way round)."""
+
+    def _load_state_dict_per_rank(self, state_dict: Any) -> None:
+        if isinstance(state_dict, Mapping):
+            check_saved_statistics(self._kernel, state_dict.get("fields"), type(self).__name__, "state_dict")
+        super()._load_state_dict_per_rank(state_dict)
 
 
 def class_name(family: RankFamily) -> str:
@@ -82,12 +104,14 @@ def class_name(family: RankFamily) -> str:
 
 
 def rank_signature(family: RankFamily) -> inspect.Signature:
-    """``(self, [k,] rank_type, output, output_transform, device, skip_unrolling)``."""
+    """``(self, [k,] rank_type, output, output_transform, device, skip_unrolling, *,
+    confidence)``."""
     specs = [("rank_type", "realistic", "str"), ("output", "value", "str")]
     if family.takes_k:
         specs.insert(0, ("k", 10, "int | list[int]"))
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *parameters(specs)]
-    return inspect.Signature([*params, *FRAMEWORK_PARAMETERS], return_annotation="None")
+    keyword = parameters([("confidence", None, "float | None")], inspect.Parameter.KEYWORD_ONLY)
+    return inspect.Signature([*params, *FRAMEWORK_PARAMETERS, *keyword], return_annotation="None")
 
 
 def _builder(family: RankFamily) -> Callable[[Any, dict[str, Any]], None]:
@@ -102,8 +126,9 @@ def _builder(family: RankFamily) -> Callable[[Any, dict[str, Any]], None]:
             select=(family.name, output),
             k_name="k",
             state_dtype=_state_dtype(device),
+            confidence=arguments["confidence"],
         )
-        self.rank_type, self.output = rank_type, output
+        self.rank_type, self.output, self.confidence = rank_type, output, kernel.confidence
         KernelMetric.__init__(
             self, kernel, arguments["output_transform"], device, arguments["skip_unrolling"]
         )
@@ -115,12 +140,13 @@ def rank_metric_class(family: RankFamily, module: str = __name__) -> type[Kernel
     """The ignite metric class of one rank family (defined in ``module``)."""
     signature = rank_signature(family)
     described = {**RANK_ARGS, "output": RANK_ARGS["output"].replace("{adjusted}", family.adjusted_key())}
+    described["confidence"] += RANK_CONFIDENCE.get(family.name, "")
     doc = docstring(RANK_DOCS[family.name], signature, described)
-    return derived_class(class_name(family), KernelMetric, module, signature, doc, _builder(family))
+    return derived_class(class_name(family), RankMetric, module, signature, doc, _builder(family))
 
 
-def _classes() -> dict[str, type[KernelMetric]]:
-    out: dict[str, type[KernelMetric]] = {}
+def _classes() -> dict[str, type[RankMetric]]:
+    out: dict[str, type[RankMetric]] = {}
     for family in FAMILIES.values():
         cls = rank_metric_class(family)
         out.update(dict.fromkeys((cls.__name__, *RANK_ALSO.get(family.name, ())), cls))
@@ -128,11 +154,11 @@ def _classes() -> dict[str, type[KernelMetric]]:
 
 
 #: the one-family classes by public name, other names included (``GMR``), in registry order
-CLASSES: dict[str, type[KernelMetric]] = _classes()
+CLASSES: dict[str, type[RankMetric]] = _classes()
 globals().update(CLASSES)  # where pickle looks a class up: this module, by its name
 
 
-class RankBasedMetrics(KernelMetric):
+class RankBasedMetrics(RankMetric):
     """Every rank-based metric in one pass: ``compute()`` returns a dict (ignite flattens it
     into ``engine.state.metrics``) with, for ``key`` in ``hits_at_{k}`` (each ``k`` of ``ks``),
     ``inverse_harmonic_mean_rank`` (MRR), ``geometric_mean_rank`` and ``arithmetic_mean_rank``:
@@ -144,7 +170,9 @@ class RankBasedMetrics(KernelMetric):
     ``variance`` and ``standard_deviation`` of the rank, ``median_rank`` and
     ``median_absolute_deviation`` (each with its absolute ``..._error_bound``, 0 below
     ``median_exact``), ``harmonic_mean_rank`` and ``inverse_{arithmetic,geometric,median}_rank``,
-    and ``count`` (tasks with a positive weight).
+    and ``count`` (tasks with a positive weight). With ``confidence``, each family's value
+    ``key`` (``hits_at_{k}``, ``inverse_harmonic_mean_rank``, ``geometric_mean_rank``,
+    ``arithmetic_mean_rank``) has ``key_stderr``, ``key_ci_low`` and ``key_ci_high`` beside it.
 
     **PyKEEN's report in one metric.** ``rank_type=RANK_TYPES`` computes all three rank types
     from the same comparison passes, and ``sides=("head", "tail")`` keeps separate sums per side;
@@ -167,6 +195,12 @@ class RankBasedMetrics(KernelMetric):
         median_exact: ranks below it are counted exactly in the median's histogram (1024).
         median_bins_per_octave: log-spaced histogram bins per doubling of the rank above
             ``median_exact`` (64); the median's error bound follows from them.
+        confidence: None (default), or a level such as 0.95: the state keeps the sums of the
+            standard error of each family's mean over the ranking tasks (weighted as the mean),
+            and the report adds ``key_stderr`` and the Student-t interval ``key_ci_low``,
+            ``key_ci_high`` at that level (NaN with fewer than two tasks). The geometric mean
+            rank's ``stderr`` is that of the mean log rank (the log scale), its interval that of
+            the mean log rank mapped back by ``exp`` (the rank scale).
 
     The state's sums and their report are those of
     `rankstream.core.ranks.kernel.RankKernel`.
@@ -186,6 +220,7 @@ class RankBasedMetrics(KernelMetric):
         metrics: Sequence[str] = KERNEL_METRICS,
         median_exact: int = MEDIAN_EXACT,
         median_bins_per_octave: int = MEDIAN_BINS_PER_OCTAVE,
+        confidence: float | None = None,
     ) -> None:
         kernel = RankKernel(
             ks,
@@ -196,6 +231,8 @@ class RankBasedMetrics(KernelMetric):
             metrics=metrics,
             median_exact=median_exact,
             median_bins_per_octave=median_bins_per_octave,
+            confidence=confidence,
         )
         self.ks, self.rank_type, self.sides = kernel.ks, kernel.rank_type, kernel.sides
+        self.confidence = kernel.confidence
         super().__init__(kernel, output_transform, device, skip_unrolling, prefix)

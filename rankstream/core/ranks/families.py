@@ -15,7 +15,10 @@ looked up by name in :data:`FAMILIES`) holds what defines the metric:
   (:mod:`~rankstream.core.ranks.streamed_forms`), the closed forms over tasks;
 * what the streamed kernel keeps for it: its state fields, the columns of unit-weight
   expectation terms it sums per task (with the power of the task weight each takes), and the
-  reduction of those sums to the moments.
+  reduction of those sums to the moments;
+* the fields of the standard error of its mean over tasks (:attr:`RankFamily.stat_fields`,
+  kept when a confidence level is asked for): ``sum w^2 f(r)`` and ``sum w^2 f(r)^2`` per rank
+  type, with ``sum w^2`` (:data:`STAT_WEIGHT_FIELD`) and the task count shared.
 
 Both the PyKEEN-compatible classes (:mod:`rankstream.pykeen`) and the streamed kernel
 (:class:`rankstream.core.ranks.kernel.RankKernel`) read it, and both use the one
@@ -59,6 +62,7 @@ __all__ = [
     "RANK_PESSIMISTIC",
     "RANK_REALISTIC",
     "RANK_TYPES",
+    "STAT_WEIGHT_FIELD",
     "RankFamily",
     "affine",
     "check_rank_type",
@@ -66,6 +70,7 @@ __all__ = [
     "normalized_coefficients",
     "reindexed_coefficients",
     "safe_divide",
+    "stat_state_fields",
     "state_fields",
     "std_of",
     "z_coefficients",
@@ -306,6 +311,10 @@ class RankFamily:
         sum_moments: ``sum_moments(s, total, xp, j) -> (E, Var, extra)`` from the summed
             fields ``s`` (``total`` the summed weight, ``j`` the cut-off's index or None);
             ``extra`` maps further report keys to values (the GMR's error bound).
+        stat_fields: the per-rank-type fields of the standard error of the weighted mean of
+            ``f(r)`` over tasks: ``(sum w^2 f(r), sum w^2 f(r)^2)``, one name twice where
+            ``f(r)^2 = f(r)`` (Hits@k: ``f(r)`` is 0 or 1); of shape ``(K,)`` for a family
+            with a cut-off. Kept only when the kernel is given a confidence level.
     """
 
     name: str
@@ -324,6 +333,7 @@ class RankFamily:
     columns: Callable[[Sequence[Any], int], tuple[tuple[str, int], ...]]
     unit_terms: Callable[[Array, Any, Sequence[Any], int], list[Array]]
     sum_moments: Callable[[Mapping[str, Any], Array, Any, int | None], tuple[Array, Array, dict[str, Array]]]
+    stat_fields: tuple[str, str]
     normalized: bool = False
 
     @property
@@ -435,12 +445,16 @@ def _declare(
         "columns": functools.partial(_linear_columns, moment_fields, takes_k),
         "unit_terms": functools.partial(_linear_unit_terms, stream_terms, takes_k),
         "sum_moments": functools.partial(_linear_moments, moment_fields),
+        "stat_fields": (f"{value_field}_w2", f"{value_field}_w2_sq"),
     }
     return RankFamily(**{**declared, **overrides})
 
 
 # name, PyKEEN's result key, f(r), the state field of sum w f(r)
-HITS = _declare("hits", "hits_at_{k}", _hits_value, "hits", increasing=True)
+# Hits@k's f(r) is 0 or 1: sum w^2 f(r)^2 is sum w^2 f(r), one field
+HITS = _declare(
+    "hits", "hits_at_{k}", _hits_value, "hits", increasing=True, stat_fields=("hits_w2", "hits_w2")
+)
 MRR = _declare("mrr", "inverse_harmonic_mean_rank", _reciprocal, "inverse_rank", increasing=True)
 GMR = _declare(
     "gmr",
@@ -507,3 +521,18 @@ def state_fields(metrics: Iterable[str], num_ks: int, gmr_order: int) -> dict[st
         wanted.update(get_family(name).fields)
     shapes = {"hits": (num_ks,), "hits_mean": (num_ks,), "hits_var": (num_ks,), "gmr_cumulants": (gmr_order,)}
     return {f: shapes.get(f, ()) for f in _FIELD_ORDER if f in wanted}
+
+
+#: the shared field of the standard errors: ``sum w^2`` over tasks (with ``count``)
+STAT_WEIGHT_FIELD = "weight_sq"
+
+
+def stat_state_fields(metrics: Iterable[str], num_ks: int) -> dict[str, tuple[int, ...]]:
+    """Field name -> shape of the standard errors' fields of the families ``metrics``:
+    :data:`STAT_WEIGHT_FIELD`, then each family's :attr:`RankFamily.stat_fields` in registry
+    order (``(num_ks,)`` for a family with a cut-off), after the fields of :func:`state_fields`."""
+    out: dict[str, tuple[int, ...]] = {STAT_WEIGHT_FIELD: ()}
+    for fam in FAMILIES.values():
+        if fam.name in metrics:
+            out.update(dict.fromkeys(fam.stat_fields, (num_ks,) if fam.takes_k else ()))
+    return out

@@ -33,6 +33,14 @@ expectations are right for ragged lists (:mod:`~rankstream.core.ranks.tasks`).
     rank_squared ()      sum w r^2  (the rank's variance and standard deviation)
     rank_histogram (H,)  sum w per bin of r (median rank and MAD; median.rank_bins)
 
+With a ``confidence`` level, the standard error of each family's mean over tasks
+(:mod:`~rankstream.core.ranks.intervals`), from the registry's ``stat_fields``::
+
+    weight_sq ()         sum w^2 (shared)          hits_w2 (K,)       sum w^2 I[r <= k]
+    inverse_rank_w2, inverse_rank_w2_sq            sum w^2 / r, sum w^2 / r^2
+    log_rank_w2, log_rank_w2_sq                    sum w^2 ln r, sum w^2 (ln r)^2
+    rank_w2, rank_w2_sq                            sum w^2 r, sum w^2 r^2
+
 Several rank types (``rank_type=RANK_TYPES``) share every field that depends only on the
 candidate counts and weights (``weight``, ``count``, ``invalid``, the ``*_mean``/``*_var``
 expectation sums, the GMR cumulants); each type keeps its own ``hits``, ``inverse_rank``,
@@ -93,9 +101,12 @@ from rankstream.core.ranks.families import (
     METRICS,
     OUTPUTS,
     RANK_TYPES,
+    STAT_WEIGHT_FIELD,
     check_rank_type,
+    stat_state_fields,
     state_fields,
 )
+from rankstream.core.ranks.intervals import STATISTICS, mean_statistics, t_critical
 from rankstream.core.ranks.series import DEFAULT_GMR_ORDER as DEFAULT_GMR_ORDER
 from rankstream.core.ranks.series import FLOAT32_GMR_ORDER as FLOAT32_GMR_ORDER
 from rankstream.core.ranks.series import MAX_GMR_ORDER
@@ -104,6 +115,7 @@ from rankstream.core.ranks.streamed_forms import gmr_moments_xp as _gmr_moments 
 from rankstream.core.ranks.tasks import RankTasks, task_ranks
 from rankstream.core.ranks.term_table import TABLE_MAX, TermTable
 from rankstream.core.state import check_sums
+from rankstream.core.uncertainty import check_level
 
 # RANK_TYPES (PyKEEN's order), METRICS (the families), OUTPUTS and EPSILON come from the
 # rank-family registry, the GMR orders from the series (all re-exported here)
@@ -192,6 +204,22 @@ class RankKernel:
         median_exact, median_bins_per_octave: the median's histogram: ranks below
             ``median_exact`` exactly, then ``median_bins_per_octave`` log-spaced bins per doubling
             (:func:`rankstream.core.ranks.median.rank_bins`); the bound of each median is reported.
+        confidence: ``None`` (default: no statistics, the state and report as without the
+            option), or a level in (0, 1) such as 0.95: the state also keeps, per rank type and
+            side, the sums of the standard error of each family's mean over tasks (the sampling
+            units, weighted as the mean weighs them), and the report adds ``<key>_stderr``,
+            ``<key>_ci_low`` and ``<key>_ci_high`` beside each family's value ``<key>``
+            (``hits_at_10``, ``inverse_harmonic_mean_rank``, ``geometric_mean_rank``,
+            ``arithmetic_mean_rank``): the ratio-estimator standard error
+            ``sqrt(n / (n - 1) * sum w^2 (v - m)^2) / sum w`` of the weighted mean ``m`` of the
+            per-task values ``v`` (``s / sqrt(n)`` for unit weights) and the Student-t interval
+            ``m +- t_{(1 + level) / 2, n - 1} * se`` (``n = count``, the tasks of positive
+            weight). The geometric mean rank is ``exp`` of the mean log rank: its
+            ``_stderr`` is on the log scale (that of the mean of ``ln r``), its ``_ci_low`` and
+            ``_ci_high`` on the rank scale (the log-scale interval mapped by ``exp``). NaN with
+            fewer than two tasks. With ``select``, the report is
+            ``{"value", "stderr", "ci_low", "ci_high", "count"}`` (:attr:`quantities`); only
+            the ``"value"`` form then.
 
     **Report keys.** With one rank type given as a string and no sides, ``compute`` keys by
     metric (``hits_at_10``, ...). With a sequence of rank types or with sides, keys are
@@ -200,8 +228,6 @@ class RankKernel:
     """
 
     name = "rank_based"
-    #: the quantities reported besides each value (none: ``compute`` gives the values)
-    quantities: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -218,8 +244,12 @@ class RankKernel:
         filtered_scores: bool = False,
         median_exact: int = MEDIAN_EXACT,
         median_bins_per_octave: int = MEDIAN_BINS_PER_OCTAVE,
+        confidence: float | None = None,
     ) -> None:
         self.ks = sorted(set(check_positive_ints(ks, k_name)))
+        # private: no field of the saved config (the sums do not depend on the level), so a
+        # state without statistics is saved exactly as without the option
+        self._confidence = None if confidence is None else check_level(confidence)
         self.rank_type, self.rank_types = _rank_types(rank_type)
         self.sides = check_sides(sides)
         self.report = not isinstance(rank_type, str) or self.sides is not None
@@ -235,6 +265,11 @@ class RankKernel:
                 raise ValueError(f"select names the family {fam!r}, not among metrics {self.metrics}")
             if form not in OUTPUTS:
                 raise ValueError(f"output must be one of {OUTPUTS}, got {form!r}")
+            if self._confidence is not None and form != "value":
+                raise ValueError(
+                    f"confidence gives the standard error and interval of the value only: it needs "
+                    f"output='value', got output={form!r} with confidence={confidence!r}"
+                )
         self.selected = select  # (family, form) reported, or None for every value
         if not isinstance(filtered_scores, bool):
             raise TypeError(f"filtered_scores must be a bool, got {filtered_scores!r}")
@@ -267,14 +302,39 @@ class RankKernel:
             unit.setdefault(field, ())
         if self._bins is not None:
             unit["rank_histogram"] = (len(self._bins),)
-        self._shared = {f: shape for f, shape in unit.items() if f not in _TYPE_FIELDS}
-        self._typed = {f: shape for f, shape in unit.items() if f in _TYPE_FIELDS}
+        # the standard errors' fields (after every other, so the rest keep their places)
+        self._stat_columns: list[tuple[str, str | None, int]] = []
+        if self._confidence is not None:
+            unit.update(stat_state_fields(self.metrics, len(self.ks)))
+            start = 0
+            for fam in self._families:  # whose values are the first columns of _values
+                w2v, w2v2 = fam.stat_fields
+                self._stat_columns.append((w2v, None if w2v2 == w2v else w2v2, start))
+                start += len(self.ks) if fam.takes_k else 1
+            self._stat_width = start
+        typed = {*_TYPE_FIELDS, *(f for fam in self._families for f in fam.stat_fields)}
+        self._shared = {f: shape for f, shape in unit.items() if f not in typed}
+        self._typed = {f: shape for f, shape in unit.items() if f in typed}
         # one side and type: the registry's order (as saved states have it); else side-major
         self.fields: dict[str, tuple[int, ...]] = {} if self.report else dict(unit)
         for side in self._side_names() if self.report else ():
             self.fields.update({self._field(side, None, f): shape for f, shape in self._shared.items()})
             for rt in self.rank_types:
                 self.fields.update({self._field(side, rt, f): shape for f, shape in self._typed.items()})
+
+    @property
+    def confidence(self) -> float | None:
+        """The level of the intervals, or None (no statistics kept)."""
+        return self._confidence
+
+    @property
+    def quantities(self) -> tuple[str, ...]:
+        """What a selected family reports besides its value: with ``confidence``,
+        ``("stderr", "ci_low", "ci_high", "count")``; none otherwise (and with no ``select``:
+        the dict of every value carries ``<key>_stderr``... itself)."""
+        if self._confidence is None or self.selected is None:
+            return ()
+        return (*STATISTICS, "count")
 
     # -- layout ----------------------------------------------------------------------------
     def _side_names(self) -> tuple[str, ...]:
@@ -353,6 +413,8 @@ class RankKernel:
         out["invalid"] = (
             out["weight"] * 0.0 if tasks.invalid is None else ops.sum(ops.cast(tasks.invalid, acc))
         )
+        if self._confidence is not None:
+            out[STAT_WEIGHT_FIELD] = ops.sum(w * w)
         # the expectation terms: sum_t w_t^p(c) terms[t, c] for every column c in one reduction
         columns = self._term_table.columns
         if columns:
@@ -392,8 +454,25 @@ class RankKernel:
             for field, size in sizes:
                 out[field] = sums[:, start : start + size] if size else sums[:, start]
                 start += max(size, 1)
+            if self._stat_columns:  # the families' values come first: sum w^2 v, sum w^2 v^2
+                out.update(self._stat_sums(ctx, values[:, :, : self._stat_width], w))
         if self._bins is not None:
             out["rank_histogram"] = ops.histogram(r, w, self._edges(ctx, w))
+        return out
+
+    def _stat_sums(self, ctx: Context, values: Array, w: Array) -> dict[str, Array]:
+        """The standard errors' per-rank-type fields from the families' per-task values
+        ``values`` ``(T, tasks, F)``: ``sum w^2 v`` and ``sum w^2 v^2`` of each column."""
+        ops = ctx.ops
+        wv = values * (w * w)[None, :, None]
+        first, second = ops.sum(wv, axis=1), ops.sum(wv * values, axis=1)  # (T, F)
+        out: dict[str, Array] = {}
+        size = len(self.ks)
+        for fam, (w2v, w2v2, start) in zip(self._families, self._stat_columns, strict=True):
+            part = (lambda a, s=start: a[:, s : s + size]) if fam.takes_k else (lambda a, s=start: a[:, s])
+            out[w2v] = part(first)
+            if w2v2 is not None:
+                out[w2v2] = part(second)
         return out
 
     def _edges(self, ctx: Context, like: Array) -> Array:
@@ -478,12 +557,20 @@ class RankKernel:
         total = xp.where(seen, weight, 1.0)
         out: dict[str, Array] = {}
 
+        stats: dict[str, Array] = {}
+        critical = None if self._confidence is None else t_critical(self._confidence, s["count"] - 1.0, xp)
         for fam in self._families:
             for j, k in enumerate(self.ks) if fam.takes_k else ((None, None),):
                 value = s[fam.value_field] if j is None else s[fam.value_field][..., j]
                 mean, var, more = fam.sum_moments(s, total, xp, j)
                 out.update(fam.results(fam.finish(value / total, xp), mean, var, xp, k=k))
                 out.update(more)
+                if critical is not None:
+                    sq = [s[f] if j is None else s[f][..., j] for f in fam.stat_fields]
+                    parts = mean_statistics(
+                        value / total, s["count"], weight, s[STAT_WEIGHT_FIELD], *sq, critical, fam.finish, xp
+                    )
+                    stats.update({f"{fam.key(k)}_{q}": v for q, v in zip(STATISTICS, parts, strict=True)})
         out.update(self._extras(s, total, out, xp))
         bad = s["invalid"] > 0.0
         if xp is np and np.ndim(bad) == 0:  # one host scalar: branch once rather than per entry
@@ -493,6 +580,8 @@ class RankKernel:
             pass
         else:
             out = {k: xp.where(bad, math.nan, xp.where(seen, v, 0.0)) for k, v in out.items()}
+        # the statistics: NaN without two tasks (not 0: a standard error of 0 would be a claim)
+        out.update({k: xp.where(bad, math.nan + 0.0 * v, v) for k, v in stats.items()})
         out["count"] = s["count"] + 0.0 * weight
         return out
 
@@ -532,8 +621,16 @@ class RankKernel:
             return value
         name, form = self.selected
         fam = FAMILIES[name]
-        vals = [value[fam.output_key(form, k)] for k in (self.ks if fam.takes_k else [None])]
-        return vals[0] if len(vals) == 1 else vals
+        ks = self.ks if fam.takes_k else [None]
+        vals = [value[fam.output_key(form, k)] for k in ks]
+        if not self.quantities:
+            return vals[0] if len(vals) == 1 else vals
+        out = {"value": vals[0] if len(vals) == 1 else vals}
+        for q in STATISTICS:
+            part = [value[f"{fam.key(k)}_{q}"] for k in ks]
+            out[q] = part[0] if len(part) == 1 else part
+        out["count"] = value["count"]
+        return out
 
     def select(self, values: Mapping[str, Any]) -> Any:
         """The kernel contract's reporting step: :meth:`select_value`."""
