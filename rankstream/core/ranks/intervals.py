@@ -12,22 +12,24 @@ weight) by :func:`rankstream.core.uncertainty.weighted_variance_of_mean`; the in
 the mean log rank mapped back by ``exp`` (the rank scale; asymmetric around the GMR).
 
 The critical value :func:`t_critical` is scipy's on the host (numpy), and on ``keras.ops``
-(traced results: ``jit``, accelerators) a lookup of scipy's values for ``n - 1 <= 1000`` and
-beyond that the Cornish-Fisher expansion of ``t`` in ``1 / (n - 1)`` to the fourth order
-(Abramowitz and Stegun 26.7.5; its error there is below 1e-15 relative).
+(traced results: ``jit``, accelerators) :func:`rankstream.core.uncertainty.t_quantile_xp`.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from rankstream.core.ranks.families import STAT_WEIGHT_FIELD
-from rankstream.core.uncertainty import interval, t_quantile, weighted_variance_of_mean
+from rankstream.core.uncertainty import (
+    T_TABLE_DF,
+    interval,
+    t_quantile,
+    t_quantile_xp,
+    weighted_variance_of_mean,
+)
 
 __all__ = ["EXACT_DF", "STATISTICS", "check_saved_statistics", "mean_statistics", "t_critical"]
 
@@ -36,42 +38,17 @@ Array = Any
 #: the statistics reported beside each mean: ``<key>_stderr``, ``<key>_ci_low``, ``<key>_ci_high``
 STATISTICS: tuple[str, ...] = ("stderr", "ci_low", "ci_high")
 #: degrees of freedom up to which the traced critical value is scipy's, tabulated
-EXACT_DF = 1000
-
-
-@functools.cache
-def _traced_constants(level: float) -> tuple[np.ndarray, tuple[float, ...]]:
-    """scipy's ``t_{(1 + level) / 2, df}`` for ``df = 1..EXACT_DF``, and the coefficients
-    ``(z, g_1(z), .., g_4(z))`` of the Cornish-Fisher expansion (``z`` the normal quantile)."""
-    from scipy import stats
-
-    table = t_quantile(level, np.arange(1, EXACT_DF + 1, dtype=np.float64))
-    z = float(stats.norm.ppf(0.5 + level / 2.0))
-    g = (
-        z,
-        (z**3 + z) / 4.0,
-        (5 * z**5 + 16 * z**3 + 3 * z) / 96.0,
-        (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384.0,
-        (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160.0,
-    )
-    return table, g
+EXACT_DF = T_TABLE_DF
 
 
 def t_critical(level: float, df: Array, xp: Any = np) -> Array:
     """The two-sided critical value ``t_{(1 + level) / 2, df}``, NaN where ``df < 1``: scipy's
     on numpy (:func:`rankstream.core.uncertainty.t_quantile`); elementwise and traceable on
-    ``keras.ops`` (a table for ``df <= EXACT_DF``, the Cornish-Fisher expansion beyond)."""
+    ``keras.ops`` (:func:`rankstream.core.uncertainty.t_quantile_xp`: a table up to
+    ``EXACT_DF`` degrees of freedom, the Cornish-Fisher expansion beyond)."""
     if xp is np:
         return t_quantile(level, df)
-    table, g = _traced_constants(level)
-    # tensors, not Python floats, beside df in maximum/clip/where (Keras on torch would
-    # otherwise give float32)
-    one = xp.ones_like(df)
-    index = xp.cast(xp.minimum(xp.maximum(df, one), EXACT_DF * one) - one, "int32")
-    exact = xp.take(xp.convert_to_tensor(table, dtype=df.dtype), index)
-    inv = one / xp.maximum(df, one)
-    series = g[0] + inv * (g[1] + inv * (g[2] + inv * (g[3] + inv * g[4])))
-    return xp.where(df >= one, xp.where(df <= EXACT_DF * one, exact, series), math.nan * one)
+    return t_quantile_xp(level, df, xp)
 
 
 def mean_statistics(
