@@ -102,7 +102,7 @@ def assert_close(got, want, tol=1e-9):
 
 def test_core_matches_scipy_ttest_rel_and_adjustments():
     scores, labels, _ = make_data()
-    kernel = PairedComparison(list(NAMES), RANKERS, level=0.9)
+    kernel = PairedComparison(list(NAMES), RANKERS, confidence=0.9)
     got = State(kernel).update(scores, labels).compute()
     want = {}
     for name in NAMES:
@@ -200,7 +200,7 @@ def _engine_run(scores, labels, weights, batch_size, metric):
 
 def test_ignite_engine_run_matches_scipy():
     scores, labels, _ = make_data(seed=4)
-    metric = IgnitePaired(list(NAMES), RANKERS, level=0.9)
+    metric = IgnitePaired(list(NAMES), RANKERS, confidence=0.9)
     engine = _engine_run(scores, labels, None, 32, metric)
     want = {}
     for name in NAMES:
@@ -250,8 +250,8 @@ def test_bad_input_names_the_argument_and_leaves_the_state():
         PairedComparison(["ndcg@10"], ["a", "a"])
     with pytest.raises(ValueError, match="without '/' or '-vs-'"):
         PairedComparison(["ndcg@10"], ["a/b", "c"])
-    with pytest.raises(ValueError, match="level must be a confidence level"):
-        PairedComparison(["ndcg@10"], ["a", "b"], level=95)
+    with pytest.raises(ValueError, match="confidence must be a confidence level"):
+        PairedComparison(["ndcg@10"], ["a", "b"], confidence=95)
     with pytest.raises(ValueError, match="unknown list metric"):
         PairedComparison(["ndcg10"], ["a", "b"])
 

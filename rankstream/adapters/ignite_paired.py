@@ -36,7 +36,7 @@ class PairedComparison(KernelMetric):
     and checkpointed as any metric's). ``compute()`` returns, per name: each ranker's mean
     (``"ndcg@10/model"``), the number of lists compared (``"ndcg@10/count"``), and per pair
     ``"ndcg@10/model-vs-popularity/{diff,stderr,ci_low,ci_high,t,p_value}"`` (the mean
-    difference, its standard error, the Student-t interval at ``level``, the paired t statistic
+    difference, its standard error, the Student-t interval at ``confidence``, the paired t statistic
     and its two-sided p-value; with three or more rankers also ``p_holm`` and
     ``p_bonferroni``). See `rankstream.core.lists.paired` for the formulas and what they assume.
 
@@ -54,14 +54,16 @@ class PairedComparison(KernelMetric):
         device: str | torch.device = _CPU,
         skip_unrolling: bool = False,
         *,
-        level: float = DEFAULT_LEVEL,
+        confidence: float = DEFAULT_LEVEL,
         ties: str = "first",
         seed: int | None = None,
         prefix: str = "",
     ) -> None:
         empty = "skip" if ignore_zero_hits else "zero"
-        kernel = PairedKernel(metrics, rankers, PEER_DEFAULTS, level=level, empty=empty, ties=ties, seed=seed)
-        self.metrics, self.rankers, self.level = kernel.metrics, kernel.rankers, kernel.level
+        kernel = PairedKernel(
+            metrics, rankers, PEER_DEFAULTS, confidence=confidence, empty=empty, ties=ties, seed=seed
+        )
+        self.metrics, self.rankers, self.confidence = kernel.metrics, kernel.rankers, kernel.confidence
         self.ignore_zero_hits = ignore_zero_hits
         super().__init__(kernel, output_transform, device, skip_unrolling, prefix)
 
@@ -87,7 +89,7 @@ PairedComparison.__doc__ = docstring(
         "rankers": "the rankers' names (two or more, without ``/`` or ``-vs-``): the keys of ``y_pred``, "
         "or the order of its second axis when stacked. A difference is the earlier minus the later.",
         "ignore_zero_hits": LIST_ARGS["ignore_zero_hits"].removesuffix(".") + ", for all.",
-        "level": "the confidence level of the intervals, in (0, 1) (default 0.95).",
+        "confidence": "the confidence level of the intervals, in (0, 1) (default 0.95).",
         "ties": LIST_ARGS["ties"].removesuffix(".") + ", for all.",
         "prefix": "prepended to every key (two comparisons on one engine).",
     },

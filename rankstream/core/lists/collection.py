@@ -156,6 +156,11 @@ class ListMetrics:
         return [key for name, kernel in self._members.items() for key in _reported_keys(name, kernel)]
 
     @property
+    def members(self) -> dict[str, ListKernel]:
+        """The kernel of every name, in order (a copy)."""
+        return dict(self._members)
+
+    @property
     def random_ties(self) -> bool:
         return next(iter(self._members.values())).random_ties
 

@@ -20,7 +20,7 @@ From the sums, per name and pair (lists are the sampling units; see
   rankers' means over the lists compared);
 * ``stderr``: ``sqrt(n / (n - 1) * sum(w^2 (d - m)^2)) / sum(w)``, the ratio-estimator standard
   error, ``s_d / sqrt(n)`` for unit weights;
-* ``ci_low``, ``ci_high``: ``m -+ t_{(1 + level) / 2, n - 1} * stderr`` (Student's t);
+* ``ci_low``, ``ci_high``: ``m -+ t_{(1 + confidence) / 2, n - 1} * stderr`` (Student's t);
 * ``t``: the paired t statistic ``m / stderr`` (``scipy.stats.ttest_rel`` for unit weights);
   ``p_value``: its two-sided p-value with ``n - 1`` degrees of freedom;
 * with three or more rankers, ``p_holm`` and ``p_bonferroni``: the p-values adjusted over the
@@ -60,7 +60,7 @@ import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
 from rankstream.core.lists.base import ListKernel, ListOutput, checked_values, exported, quiet
-from rankstream.core.lists.collection import ListMetrics, make_kernel
+from rankstream.core.lists.collection import ListMetrics
 from rankstream.core.state import check_sums, kernel_config
 from rankstream.core.uncertainty import (
     DEFAULT_LEVEL,
@@ -127,7 +127,8 @@ class PairedComparison:
             ``(B, R, N)``. Pairs are ``(rankers[i], rankers[j])`` for ``i < j``; a difference
             is the first minus the second.
         defaults: per metric base name, keyword arguments for its kernel (as ``ListMetrics``).
-        level: the confidence level of the intervals, in (0, 1) (default 0.95).
+        confidence: the confidence level of the intervals, in (0, 1) (default 0.95; the
+            spelling of the option of every metric).
         empty, ties, seed, weighting, negative_labels, relevance_threshold: the conventions of
             every metric, as ``ListMetrics`` takes them (shared by every ranker).
 
@@ -145,7 +146,7 @@ class PairedComparison:
         rankers: Sequence[str],
         defaults: Mapping[str, Mapping[str, Any]] | None = None,
         *,
-        level: float = DEFAULT_LEVEL,
+        confidence: float = DEFAULT_LEVEL,
         empty: str = "skip",
         ties: str = "first",
         seed: int | None = None,
@@ -153,22 +154,14 @@ class PairedComparison:
         negative_labels: str = "keep",
         relevance_threshold: float | str | None = "each",
     ) -> None:
-        self.level = check_level(level, "level")
+        self.confidence = check_level(confidence, "confidence")
         self.rankers = _check_rankers(rankers)
         # the collection checks the names and that every metric reads the batch the same way
         collection = ListMetrics(
             metrics, defaults, empty=empty, ties=ties, seed=seed, weighting=weighting,
             negative_labels=negative_labels, relevance_threshold=relevance_threshold,
         )  # fmt: skip
-        if isinstance(metrics, Mapping):
-            members = dict(metrics)
-        else:
-            conventions: dict[str, Any] = dict(
-                empty=empty, ties=ties, seed=seed, weighting=weighting, negative_labels=negative_labels
-            )
-            if relevance_threshold != "each":
-                conventions["relevance_threshold"] = relevance_threshold
-            members = {name: make_kernel(name, defaults, **conventions) for name in collection.metrics}
+        members = collection.members
         for name, kernel in members.items():
             if len(kernel.top_k) != 1:
                 raise ValueError(f"metrics[{name!r}] must have one cut-off, got top_k={kernel.top_k}")
@@ -345,7 +338,7 @@ class PairedComparison:
                     n, w, s["weight_sq_sum"], s["diff_w2_sum"], s["diff_sq_w2_sum"], diff, np
                 )
                 se = np.sqrt(var)
-                low, high = interval(diff, se, t_quantile(self.level, n - 1.0))
+                low, high = interval(diff, se, t_quantile(self.confidence, n - 1.0))
                 t = diff / se
                 p = t_two_sided_p(t, n - 1.0)
                 stats = {"diff": diff, "stderr": se, "ci_low": low, "ci_high": high, "t": t, "p_value": p}
@@ -373,7 +366,7 @@ class PairedComparison:
                        "list", bad, what)  # fmt: skip
 
     def __repr__(self) -> str:
-        return f"PairedComparison({self.metrics}, rankers={self.rankers}, level={self.level})"
+        return f"PairedComparison({self.metrics}, rankers={self.rankers}, confidence={self.confidence})"
 
 
 def _check_rankers(rankers: Any) -> list[str]:
