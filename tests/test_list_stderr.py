@@ -180,8 +180,25 @@ def test_bad_levels_are_refused_naming_the_argument():
             CoreListMetrics(["ndcg@10"], confidence=bad)
     with pytest.raises(ValueError, match="confidence applies to metrics given by name"):
         CoreListMetrics({"m": MAPKernel(3)}, confidence=0.95)
-    with pytest.raises(TypeError, match="unexpected keyword arguments"):
-        ndcg_at_k(np.zeros((1, 3)), np.ones((1, 3)), 2, confidence=0.95)
+    with pytest.raises(ValueError, match="return_counted goes with per-list values"):
+        ndcg_at_k(np.zeros((2, 3)), np.ones((2, 3)), 2, confidence=0.95, return_counted=True)
+
+
+@pytest.mark.parametrize("ks", [3, [2, 5]])
+def test_functional_form_with_confidence_equals_scipy_on_the_reference(ks):
+    rng = np.random.default_rng(11)
+    s = np.stack([rng.permutation(8) for _ in range(30)]).astype(float)  # no ties in a row
+    y = rng.integers(0, 3, size=(30, 8)).astype(float)
+    y[:, 0] = 1.0  # every list holds a relevant item
+    got = ndcg_at_k(s, y, ks, confidence=0.9)
+    for j, k in enumerate([ks] if isinstance(ks, int) else ks):
+        v = np.array([ref.ndcg(a, b, k) for a, b in zip(s.tolist(), y.tolist(), strict=True)])
+        low, high = stats.t.interval(0.9, v.size - 1, loc=v.mean(), scale=stats.sem(v))
+        pick = (lambda q: got[q]) if isinstance(ks, int) else (lambda q: got[q][j])  # noqa: B023
+        assert pick("value") == pytest.approx(v.mean(), rel=1e-12)
+        assert pick("stderr") == pytest.approx(stats.sem(v), rel=1e-12)
+        assert (pick("ci_low"), pick("ci_high")) == pytest.approx((low, high), rel=1e-12)
+        assert pick("count") == v.size
 
 
 def test_below_two_lists_the_statistics_are_nan_not_zero():

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-import rankstream.core.lists.base as lists_module
 import rankstream.core.lists.ndcg as ndcg_module
+import rankstream.core.lists.selection as lists_module
 import rankstream.core.topk as ranking
 from rankstream.core.backends import Workspace, numpy_ops, torch_ops
 from rankstream.core.lists import DCGKernel, MAPKernel, NDCGKernel, PrecisionKernel

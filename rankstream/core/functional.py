@@ -25,7 +25,8 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
     """``name(y_pred, y, k=10, *, mask=None, <the kernel's options>, return_counted=False)``:
     the per-list values of one batch, shape ``(batch,)`` for an int ``k`` and
     ``(batch, len(k))`` (sorted ``k``) for a list; with ``return_counted`` also whether each
-    list holds a relevant item. ``with_k=False`` (a kernel without ``top_k``, as R-precision):
+    list holds a relevant item; with the kernel's ``confidence``, the batch's mean, standard
+    error and interval instead. ``with_k=False`` (a kernel without ``top_k``, as R-precision):
     no ``k`` argument, shape ``(batch,)``."""
 
     def function(y_pred: Any, y: Any, *args: Any, **kwargs: Any) -> Any:
@@ -46,18 +47,19 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
         mask = kwargs.pop("mask", None)
         return_counted = kwargs.pop("return_counted", False)
         kernel = kernel_cls(k, **kwargs) if with_k else kernel_cls(**kwargs)
+        if kernel.confidence is not None:  # the batch's mean with its standard error and interval
+            if return_counted:
+                raise ValueError(f"{name}(): return_counted goes with per-list values, not with confidence")
+            from rankstream.core.state import State
+
+            stats = State(kernel).update(y_pred, y, mask=mask).compute()
+            return stats if not with_k or not isinstance(k, int) else {q: v[0] for q, v in stats.items()}
         values, counted, _ = kernel.per_list(y_pred, y, mask)
         out = values if with_k and not isinstance(k, int) else values[:, 0]
         return (out, counted) if return_counted else out
 
     P = inspect.Parameter
-    # the kernels' confidence level is not an option here: per-list values have no mean to
-    # bound (a State of the kernel reports the standard error and interval of a stream)
-    own = [
-        p
-        for p in inspect.signature(kernel_cls).parameters.values()
-        if p.kind is P.KEYWORD_ONLY and p.name != "confidence"
-    ]
+    own = [p for p in inspect.signature(kernel_cls).parameters.values() if p.kind is P.KEYWORD_ONLY]
     function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
             P("y_pred", P.POSITIONAL_OR_KEYWORD),
@@ -75,7 +77,10 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
         "shape ``(batch,)`` for an int ``k``, ``(batch, len(k))`` (sorted ``k``) for a list. "
         "Options and defaults are the kernel's (see its docstring for the formula and the "
         "conventions); ``mask`` drops items; ``return_counted=True`` also returns whether each "
-        "list holds a relevant item."
+        "list holds a relevant item. With ``confidence`` (a level such as 0.95) the batch's mean "
+        "instead, with its standard error and Student-t interval over the lists: "
+        "``{'value', 'stderr', 'ci_low', 'ci_high', 'count'}`` (floats for an int ``k``, lists "
+        "ordered by ``k`` otherwise; see docs/statistics.md)."
     )
     return function
 

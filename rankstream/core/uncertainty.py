@@ -87,13 +87,13 @@ def interval(mean: Array, stderr: Array, critical: Array) -> tuple[Array, Array]
 T_TABLE_DF = 256
 
 
-@functools.lru_cache(maxsize=32)
+@functools.cache
 def _t_table(level: float) -> np.ndarray:
     """scipy's two-sided critical values at ``level`` for ``df = 1 .. T_TABLE_DF``."""
     return t_quantile(level, np.arange(1, T_TABLE_DF + 1))
 
 
-@functools.lru_cache(maxsize=32)
+@functools.cache
 def _cornish_fisher(level: float) -> tuple[float, ...]:
     """``(z, g1, ..., g5)``: the normal quantile ``z`` of ``(1 + level) / 2`` and the
     coefficients of ``t ~= z + g1 / df + ... + g5 / df^5`` (Abramowitz and Stegun 26.7.5, with

@@ -112,7 +112,7 @@ class _PairedRuntime(Runtime):
     def context(self, like: Any, ops: Ops | None = None) -> Context:
         if isinstance(like, Mapping) and like:
             like = next(iter(like.values()))
-            ops = get_ops(like) if ops is None or ops.name == "numpy" else ops
+            ops = get_ops(like)  # the ops a caller picked from the mapping itself know nothing of it
         return super().context(like, ops)
 
 
