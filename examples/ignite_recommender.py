@@ -4,11 +4,13 @@ Synthetic implicit feedback: users and items have hidden tastes, each user inter
 ~30 items drawn from their preferences; 80% of each user's items train a matrix
 factorisation model (BPR loss), 20% are held out. The evaluator scores the whole catalogue
 for a batch of users, masks out the items each user already saw in training (the mask is
-how "exclude seen items" is spelled), and streams MAP@k and nDCG@k at several k.
+how "exclude seen items" is spelled), and streams MAP@k and nDCG@k at several k, each with
+its standard error over the users and a 95% confidence interval (``confidence=0.95``).
 
 In a terminal, progress bars follow training and each evaluation; when stdout is not a
 terminal (a log file, CI), each epoch prints one plain line instead. At the end a table of
-the metrics per epoch is printed and a plot of MAP@k and nDCG@k against the epoch is written
+the metrics per epoch is printed, then the last epoch's MAP@10 and nDCG@10 with their 95%
+intervals, and a plot of MAP@k and nDCG@k against the epoch (each interval a band) is written
 as a PNG (matplotlib, from the ``examples`` extra: ``pip install "rankstream[ignite,examples]"``).
 
 Run: ``make demo`` (or ``python examples/ignite_recommender.py [--epochs N] [--plot PATH]``).
@@ -28,6 +30,10 @@ from ignite.handlers import ProgressBar
 from rankstream.ignite import MAP, NDCG
 
 KS = [1, 5, 10, 20]
+LEVEL = 0.95  # confidence level of the intervals
+# Per epoch: the epoch, then for "MAP" and "NDCG" the engine's lists (ordered by KS) of the
+# value ("MAP"), the interval's ends ("MAP_ci_low", "MAP_ci_high") and the lists counted.
+History = list[tuple[int, dict[str, list[float]]]]
 DEFAULT_PLOT = Path(__file__).resolve().parent.parent / "build" / "demo" / "ignite_recommender.png"
 
 
@@ -42,21 +48,27 @@ def require_matplotlib() -> None:
         ) from err
 
 
-def plot_history(history: list[tuple[int, list[float], list[float]]], path: Path) -> Path:
-    """MAP@k and nDCG@k against the epoch (0 = before training), one line per k, as a PNG."""
+def plot_history(history: History, path: Path) -> Path:
+    """MAP@k and nDCG@k against the epoch (0 = before training), one line per k, as a PNG.
+
+    Around each line a translucent band spans the confidence interval at each epoch.
+    """
     from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
 
-    epochs = [epoch for epoch, _, _ in history]
+    epochs = [epoch for epoch, _ in history]
     fig = Figure(figsize=(9, 3.6), layout="constrained")
     axes = fig.subplots(1, 2, sharex=True)
-    for ax, (title, column) in zip(axes, [("MAP@k", 1), ("nDCG@k", 2)], strict=True):
+    for ax, (title, name) in zip(axes, [("MAP@k", "MAP"), ("nDCG@k", "NDCG")], strict=True):
         for j, k in enumerate(KS):
-            ax.plot(epochs, [row[column][j] for row in history], marker="o", label=f"k={k}")
+            (line,) = ax.plot(epochs, [m[name][j] for _, m in history], marker="o", label=f"k={k}")
+            low = [m[f"{name}_ci_low"][j] for _, m in history]
+            high = [m[f"{name}_ci_high"][j] for _, m in history]
+            ax.fill_between(epochs, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_title(title)
         ax.set_xlabel("epoch (0: before training)")
         ax.set_xticks(epochs)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("mean over users")
+    axes[0].set_ylabel(f"mean over users ({LEVEL:.0%} CI shaded)")
     axes[1].legend(loc="upper left")
     fig.suptitle("Matrix factorisation: held-out items ranked among unseen ones, per epoch")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,14 +140,17 @@ def main(epochs: int = 5, plot: Path | None = DEFAULT_PLOT) -> None:
 
     trainer = Engine(train_step)
     evaluator = Engine(eval_step)
-    for name, metric in {"MAP": MAP(top_k=KS), "NDCG": NDCG(top_k=KS)}.items():
+    for name, metric in {
+        "MAP": MAP(top_k=KS, confidence=LEVEL),
+        "NDCG": NDCG(top_k=KS, confidence=LEVEL),
+    }.items():
         metric.attach(evaluator, name)
     train_bar = ProgressBar(persist=False, desc="train")
     if bars:
         train_bar.attach(trainer, output_transform=lambda loss: {"bpr": loss})
         ProgressBar(persist=False, desc="evaluate").attach(evaluator)
 
-    history: list[tuple[int, list[float], list[float]]] = []
+    history: History = []
     losses: list[float] = []
     user_batches = list(torch.arange(n_users).split(256))
 
@@ -148,7 +163,7 @@ def main(epochs: int = 5, plot: Path | None = DEFAULT_PLOT) -> None:
     def evaluate(engine: Engine) -> None:
         m = evaluator.run(user_batches).metrics
         epoch = engine.state.epoch
-        history.append((epoch, m["MAP"], m["NDCG"]))
+        history.append((epoch, {key: list(m[key]) for key in m if key.startswith(("MAP", "NDCG"))}))
         loss = f"bpr {sum(losses) / len(losses):.4f}" if losses else "before training"
         losses.clear()
         line = (
@@ -171,12 +186,19 @@ def main(epochs: int = 5, plot: Path | None = DEFAULT_PLOT) -> None:
     print(f"\nMatrix factorisation, {n_users} users x {n_items} items; held-out items, seen items masked")
     print(header)
     print("-" * len(header))
-    for epoch, map_k, ndcg_k in history:
+    for epoch, m in history:
         print(
             f"{epoch if epoch else 'init':>5} | "
-            + " | ".join(f"{v:6.4f}" for v in map_k)
+            + " | ".join(f"{v:6.4f}" for v in m["MAP"])
             + " | "
-            + " | ".join(f"{v:7.4f}" for v in ndcg_k)
+            + " | ".join(f"{v:7.4f}" for v in m["NDCG"])
+        )
+    last, j = history[-1][1], KS.index(10)
+    print(f"\nlast epoch, {LEVEL:.0%} confidence intervals over the users (Student's t):")
+    for label, name in [("MAP@10 ", "MAP"), ("nDCG@10", "NDCG")]:
+        print(
+            f"{label} {last[name][j]:.4f} ({LEVEL:.0%} CI {last[f'{name}_ci_low'][j]:.4f}-"
+            f"{last[f'{name}_ci_high'][j]:.4f}, {last[f'{name}_count'][j]:.0f} users)"
         )
     print(f"({epochs} epochs of training and evaluation in {elapsed:.1f} s)")
     if plot is not None:

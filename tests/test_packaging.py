@@ -296,6 +296,23 @@ def test_demo_logs_one_clean_line_per_epoch_and_writes_its_plot(tmp_path):
     epochs = [ln for ln in proc.stdout.splitlines() if ln.startswith("epoch ") and "/1:" in ln]
     assert [ln.split(":")[0] for ln in epochs] == ["epoch 0/1", "epoch 1/1"], proc.stdout
     assert max(len(ln) for ln in proc.stdout.splitlines()) < 200
+    # The last epoch's intervals: each brackets its value, which is the table's last row at k=10,
+    # over every user of the data (consistency only: the numbers themselves are tested elsewhere).
+    lines = proc.stdout.splitlines()
+    users = int(re.search(r"(\d+) users x \d+ items", proc.stdout).group(1))
+    header = [col.strip() for col in next(ln for ln in lines if ln.startswith("epoch |")).split("|")]
+    last_row = [col.strip() for col in next(ln for ln in lines if ln.startswith("    1 |")).split("|")]
+    number = r"(\d+\.\d+)"
+    for label, column in [("MAP@10", "MAP@10"), ("nDCG@10", "NDCG@10")]:
+        found = re.search(
+            rf"^{label} +{number} \(95% CI {number}-{number}, (\d+) users\)$", proc.stdout, re.M
+        )
+        assert found, proc.stdout
+        value, low, high = (float(found.group(i)) for i in (1, 2, 3))
+        assert low < value < high, found.group(0)
+        assert found.group(1) == last_row[header.index(column)], (found.group(0), last_row)
+        assert int(found.group(4)) == users
+    assert f"per epoch: {png}" in proc.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
