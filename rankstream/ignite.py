@@ -28,6 +28,7 @@ from rankstream.adapters import ignite_ranks as _ranks  # noqa: E402
 from rankstream.adapters.ignite_lists import ListMetrics  # noqa: E402
 from rankstream.adapters.ignite_metrics import KernelMetric  # noqa: E402
 from rankstream.adapters.ignite_paired import PairedComparison  # noqa: E402
+from rankstream.adapters.ignite_per_list import PerList, PerListValues  # noqa: E402
 from rankstream.adapters.ignite_ranks import RankBasedMetrics  # noqa: E402
 from rankstream.core.ranks.families import RANK_TYPES  # noqa: E402
 
@@ -38,6 +39,8 @@ __all__ = [
     *_lists.CLASSES,
     "ListMetrics",
     "PairedComparison",
+    "PerListValues",
+    "PerList",
     *_ranks.CLASSES,
     "RankBasedMetrics",
     "RANK_TYPES",

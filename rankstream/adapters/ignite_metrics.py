@@ -296,12 +296,20 @@ class KernelMetric(Metric):
     def iteration_completed(self, engine: Any) -> None:
         """Read the engine's output: a mapping keeps its ``mask`` and ``sample_weight``
         (ignite's default would pass only ``y_pred`` and ``y``); sequences as ignite does."""
-        output = self._output_transform(engine.state.output)
+        for update_input in self._engine_inputs(engine.state.output):
+            self.update(update_input)
+
+    def _engine_inputs(self, engine_output: Any) -> list[Any]:
+        """The ``update`` inputs of one engine output, after ``output_transform``: one, or one
+        per sample of ignite's unrolled form (two lists of per-sample tensors). What
+        :meth:`iteration_completed` updates with, and what
+        `rankstream.ignite.PerListValues` reads."""
+        output = self._output_transform(engine_output)
         if self._side_output(output):
-            self.update({side: _engine_side(batch, type(self).__name__) for side, batch in output.items()})
-        elif isinstance(output, Mapping):
-            self.update(_engine_mapping(output, type(self).__name__))
-        elif (
+            return [{side: _engine_side(batch, type(self).__name__) for side, batch in output.items()}]
+        if isinstance(output, Mapping):
+            return [_engine_mapping(output, type(self).__name__)]
+        if (
             not self._skip_unrolling
             and isinstance(output, Sequence)
             and len(output) == 2
@@ -312,10 +320,8 @@ class KernelMetric(Metric):
                     f"output as lists of samples must have two lists of one length, got {len(output[0])} "
                     f"and {len(output[1])}"
                 )
-            for a, b in zip(output[0], output[1], strict=True):
-                self.update((_batched(a), _batched(b)))
-        else:
-            self.update(output)
+            return [(_batched(a), _batched(b)) for a, b in zip(output[0], output[1], strict=True)]
+        return [output]
 
     @reinit__is_reduced
     def update(self, output: Any) -> None:
