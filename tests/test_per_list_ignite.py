@@ -15,21 +15,16 @@ import torch
 from ignite.engine import Engine
 from ignite.exceptions import NotComputableError
 from scipy import stats
+from test_list_stderr import IGNITE  # ignite class, the reference's function, its options
 
 from rankstream.ignite import (
-    DCG,
     MAP,
-    MRR,
     NDCG,
-    HitRate,
     HitsAtK,
     ListMetrics,
     PairedComparison,
     PerList,
     PerListValues,
-    Precision,
-    Recall,
-    RPrecision,
 )
 
 import reference as ref
@@ -38,17 +33,6 @@ import reference as ref
 pytestmark = pytest.mark.usefixtures("list_path")
 
 KS = [2, 5]
-#: ignite class, the reference's per-list function, its options (ignite's defaults)
-IGNITE = {
-    "MAP": (MAP, ref.average_precision, {}),
-    "NDCG": (NDCG, ref.ndcg, {"threshold": 1.0}),
-    "DCG": (DCG, ref.dcg, {"threshold": 1.0}),
-    "Precision": (Precision, ref.precision, {}),
-    "Recall": (Recall, ref.recall, {}),
-    "HitRate": (HitRate, ref.hit_rate, {}),
-    "MRR": (MRR, ref.reciprocal_rank, {}),
-    "RPrecision": (RPrecision, ref.r_precision, {}),
-}
 #: ListMetrics names, with the reference's function, k and options (the classes' defaults)
 NAMES = {
     "ndcg@5": (ref.ndcg, 5, {"threshold": 1.0}),
