@@ -17,10 +17,11 @@ import numpy as np
 from keras import ops as K
 
 from rankstream.adapters.keras_args import Seed
-from rankstream.adapters.keras_inputs import _shape, checked_tensor, keras_inputs, known_rank
+from rankstream.adapters.keras_inputs import checked_tensor, keras_inputs
 from rankstream.adapters.keras_lifecycle import KernelMetric, add_to, as_result, batch_sums, unconverted
 from rankstream.adapters.keras_metrics import _COLLECTION_DEFAULTS, keras_rs_conventions, seed_generator
 from rankstream.core.backends.keras_ops import is_tracing
+from rankstream.core.inputs import _shape, known_rank
 from rankstream.core.lists.paired import PairedComparison as PairedKernel
 from rankstream.core.uncertainty import DEFAULT_LEVEL, interval, t_quantile_xp, weighted_variance_of_mean
 
