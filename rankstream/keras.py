@@ -45,6 +45,7 @@ from rankstream.adapters.keras_metrics import (  # noqa: E402
     default_gain_fn,
     default_rank_discount_fn,
 )
+from rankstream.adapters.keras_paired import PairedComparison  # noqa: E402
 from rankstream.adapters.keras_ranks import (  # noqa: E402
     GMR,
     ArithmeticMeanRank,
@@ -65,6 +66,7 @@ __all__ = [
     "InverseHarmonicMeanRank",
     "KernelMetric",
     "ListMetrics",
+    "PairedComparison",
     "RankBasedMetrics",
     "default_gain_fn",
     "default_rank_discount_fn",
