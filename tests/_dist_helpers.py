@@ -103,6 +103,28 @@ def _ndcg(**kw: Any) -> Any:
     return NDCG(**kw)
 
 
+def _list_metrics(metrics: list[str], **kw: Any) -> Callable[..., Any]:
+    from rankstream.ignite import ListMetrics
+
+    return functools.partial(ListMetrics, metrics, **kw)
+
+
+def _paired(metrics: list[str], **kw: Any) -> Callable[..., Any]:
+    from rankstream.ignite import PairedComparison
+
+    return functools.partial(PairedComparison, metrics, **kw)
+
+
+def two_rankers(batch: tuple) -> tuple:
+    """Two rankers' scores stacked on axis 1 (``(B, 2, N)``): the batch's own and another
+    tie-rich ranking of the same items; a stacked batch as it is."""
+    if batch[0].ndim == 3:
+        return batch
+    y_pred, y, extra = batch
+    other = (y_pred * 7 + torch.arange(y_pred.shape[1], dtype=y_pred.dtype)) % 5
+    return torch.stack([y_pred, other], 1), y, extra
+
+
 def _rank_metric(name: str, **kw: Any) -> Callable[[], Any]:
     """Factory of ``rankstream.ignite.<name>``."""
     import rankstream.ignite as rs_ignite
@@ -147,6 +169,18 @@ def _cases() -> dict[str, Case]:
     # PyKEEN's report: every rank type, two sides (stacked) and both
     report = _rank_metric("RankBasedMetrics", ks=[1, 3], rank_type=RANK_TYPES, sides=("head", "tail"))
     cases.append(Case("report", report, prepare=two_sides))
+    # With confidence: the standard error, interval and count from the extra sums (all-reduced
+    # as the others); the value part is checked against the naive reference.
+    cases += [
+        Case(
+            "ndcg_ci",
+            functools.partial(_ndcg, top_k=[1, 3, 20], confidence=0.95),
+            _naive(R.ndcg, [1, 3, 20], "skip"),
+        ),
+        Case("list_metrics_ci", _list_metrics(["ndcg@3", "map@5", "mrr@10"], confidence=0.95)),
+        Case("hits_ci", _rank_metric("HitsAtK", k=[1, 3], confidence=0.95), prepare=binary_labels),
+        Case("paired", _paired(["ndcg@3", "map@5"], rankers=["model", "other"]), prepare=two_rankers),
+    ]
     return {c.name: c for c in cases}
 
 
@@ -317,6 +351,15 @@ def _attempt(fn: Callable[[], Any]) -> Any:
         return {"error": type(exc).__name__, "message": str(exc)[:300]}
 
 
+def engine_result(metrics: dict[str, Any], name: str, metric: Any) -> Any:
+    """What ``compute()`` returns, read back from ``engine.state.metrics``: a metric with
+    quantities (a confidence level) writes ``name`` (the value) and ``f"{name}_{q}"``."""
+    quantities = getattr(metric.kernel, "quantities", ())
+    if not quantities or isinstance(metrics[name], dict):
+        return metrics[name]
+    return {"value": metrics[name], **{q: metrics[f"{name}_{q}"] for q in quantities}}
+
+
 def worker(local_rank: int, cfg: dict[str, Any], out: str) -> None:
     import ignite.distributed as idist
     import torch.distributed as dist
@@ -345,7 +388,7 @@ def worker(local_rank: int, cfg: dict[str, Any], out: str) -> None:
         for n, m in metrics.items():
             m.attach(evaluator, n)
         state = evaluator.run(shard)
-        res["engine"] = {n: state.metrics[n] for n in names}
+        res["engine"] = {n: engine_result(state.metrics, n, m) for n, m in metrics.items()}
     else:
         res["engine"] = {}
         for n, m in metrics.items():

@@ -56,9 +56,57 @@ def test_uneven_shards_match_single_process(world: int, name: str) -> None:
     assert close(single_process(name, data, concat=True), expected)
     ref = naive(name, data)
     if ref is not None:
-        assert close(ref, expected), (ref, expected)
+        value = expected["value"] if isinstance(expected, dict) else expected  # with confidence
+        assert close(ref, value), (ref, expected)
     for r, res in enumerate(out["ranks"]):
         assert close(res["engine"][name], expected), (r, res["engine"][name], expected)
+
+
+# The statistics fields of each metric with a confidence level: case -> (its case without one
+# or None, the keys of its values, the keys of its statistics).
+CONFIDENCE_CASES = {
+    "ndcg_ci": ("ndcg", ["value"], ["stderr", "ci_low", "ci_high", "count"]),
+    "list_metrics_ci": (
+        None,
+        ["ndcg@3", "map@5", "mrr@10"],
+        [f"{m}_{q}" for m in ("ndcg@3", "map@5", "mrr@10") for q in ("stderr", "ci_low", "ci_high", "count")],
+    ),
+    "hits_ci": ("hits", ["value"], ["stderr", "ci_low", "ci_high", "count"]),
+    "paired": (
+        None,
+        ["ndcg@3/model", "map@5/other"],
+        [
+            f"{m}/model-vs-other/{q}"
+            for m in ("ndcg@3", "map@5")
+            for q in ("diff", "stderr", "ci_low", "ci_high", "t")
+        ]
+        + ["ndcg@3/count", "map@5/count"],
+    ),
+}
+
+
+@pytest.mark.parametrize("world", WORLDS)
+@pytest.mark.parametrize("name", list(CONFIDENCE_CASES))
+def test_statistics_fields_match_single_process(world: int, name: str) -> None:
+    """value, stderr, interval and count of a metric with ``confidence=0.95`` (their extra
+    sums all-reduced over uneven shards) equal one process's, key by key; the value equals
+    the metric's without a confidence level, and the statistics are real numbers (not all
+    zero), so the comparison has something to compare."""
+    plain, values, stats = CONFIDENCE_CASES[name]
+    out = run_world(world)
+    data = _all_shards(out["config"])
+    expected = single_process(name, data)
+    assert isinstance(expected, dict)
+    if plain is not None:
+        assert close(expected["value"], single_process(plain, data))
+    for key in values + stats:
+        assert np.all(np.isfinite(expected[key])), (key, expected[key])
+    assert any(np.any(np.asarray(expected[k]) > 0) for k in stats if "stderr" in k), expected
+    for r, res in enumerate(out["ranks"]):
+        got = res["engine"][name]
+        for key in values + stats:
+            assert close(got[key], expected[key]), (r, key, got[key], expected[key])
+        assert close(res["all_reduce_state"][name]["value"], expected), r
 
 
 def test_world3_has_an_empty_and_an_unusable_shard() -> None:

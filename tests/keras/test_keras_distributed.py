@@ -243,10 +243,12 @@ def selected(only=None) -> list[cases.Metric]:
 
 def metric_logs(m: cases.Metric, logs: dict, prefix: str = "") -> dict:
     """The log entries of ``m`` (named ``prefix + m.name``), keyed without the prefix:
-    ``{m.name: value}``, or ``{f"{m.name}.{key}": value}`` for a dict result."""
+    ``{m.name: value}`` (and ``m.name + suffix`` per ``cases.QUANTITY_SUFFIXES`` with a
+    confidence level), or ``{f"{m.name}.{key}": value}`` for a dict result."""
     name = prefix + m.name
     if name in logs:
-        return {m.name: logs[name]}
+        suffixes = ("", *cases.QUANTITY_SUFFIXES)  # with a confidence level: stderr, interval, count
+        return {m.name + s: logs[name + s] for s in suffixes if name + s in logs}
     return {k[len(prefix) :]: v for k, v in logs.items() if k.startswith(name + ".")}
 
 
@@ -360,6 +362,14 @@ def check_evaluate(runs: Runs, name: str) -> None:
     assert_metrics(got["remainder_padded"], r_ref, rel, f"{name} remainder padded with padding lists")
     if "remainder" in got:  # one device, and MirroredStrategy (replicas with 4, 4, 1 and 0 lists)
         assert_metrics(got["remainder"], r_ref, rel, f"{name} short last batch")
+    for m in cases.METRICS:  # the statistics are logged (then compared key by key below)
+        if m.name.startswith("ci_"):
+            stats = {
+                k: v for k, v in metric_logs(m, got["plain"]).items() if k.endswith(cases.QUANTITY_SUFFIXES)
+            }
+            assert len(stats) >= len(cases.QUANTITY_SUFFIXES), (m.name, sorted(got["plain"]))
+            assert all(np.isfinite(v) for v in stats.values()), stats
+            assert any(v > 0 for k, v in stats.items() if k.endswith("_stderr")), stats
     base = baseline_result(runs, name, "evaluate")
     if base is not None:
         same_as_baseline(name, got["plain"], base["plain"], f"{name} evaluate")
@@ -474,18 +484,17 @@ def check_kahan(runs: Runs, name: str) -> None:
     # replicas the read's R - 1 additions of shares of about 9/R (half an ulp of 9 each).
     slack = 2 * 2.0**-24 * 9 + (cfg.devices - 1) * 2.0**-21 * (cfg.backend == "tensorflow")
     for m in cases.METRICS:
-        prefix = f"k_{m.name}/"
-        weight = prefix + ("weight_sum" if prefix + "weight_sum" in st else "weight")
-        total, comp = st[weight], st[weight + "_compensation"]
-        # exact (float32 holds 1 + 7 * 2^-24 only as total - compensation; without it: 1.0)
-        assert total - comp == 1.0 + (k - 1) * unit, (m.name, "compensated weight total", total, comp)
-        assert comp != 0, (m.name, "the compensation was not exercised", total, comp)
-        assert st[prefix + "count"] - st[prefix + "count_compensation"] == k, (m.name, st)
-        # continued from the restored sums over the same lists, each weighing 1 now
-        total, comp = cont[weight], cont[weight + "_compensation"]
-        expected = 1.0 + k + (k - 1) * unit
-        assert abs((total - comp) - expected) <= slack, (m.name, "continued", total, comp, expected)
-        assert cont[prefix + "count"] - cont[prefix + "count_compensation"] == 2 * k, (m.name, cont)
+        for weight, count in weight_and_count(st, f"k_{m.name}/"):
+            total, comp = st[weight], st[weight + "_compensation"]
+            # exact (float32 holds 1 + 7 * 2^-24 only as total - compensation; without it: 1.0)
+            assert total - comp == 1.0 + (k - 1) * unit, (weight, "compensated weight total", total, comp)
+            assert comp != 0, (weight, "the compensation was not exercised", total, comp)
+            assert st[count] - st[count + "_compensation"] == k, (count, st)
+            # continued from the restored sums over the same lists, each weighing 1 now
+            total, comp = cont[weight], cont[weight + "_compensation"]
+            expected = 1.0 + k + (k - 1) * unit
+            assert abs((total - comp) - expected) <= slack, (weight, "continued", total, comp, expected)
+            assert cont[count] - cont[count + "_compensation"] == 2 * k, (count, cont)
     assert got["restored_variables"] == len(st)
     expected = references(cases.kahan_data(), weights="list_w")
     assert_metrics(got["logs"], expected, REL_F32_STATE, f"{name} compensated float32", prefix="k_")
@@ -499,6 +508,18 @@ def check_kahan(runs: Runs, name: str) -> None:
     base = baseline_result(runs, name, "kahan")
     if base is not None:
         same_as_baseline(name, got["logs"], base["logs"], f"{name} compensated float32", prefix="k_")
+
+
+def weight_and_count(state: dict, prefix: str) -> list[tuple[str, str]]:
+    """The weight total and list count variables of the metric whose variables start with
+    ``prefix``: ``weight_sum``/``weight`` and ``count``, or each member's of a collection
+    (``{member}__weight_sum``, ``{member}__count``)."""
+    for weight in ("weight_sum", "weight"):
+        if prefix + weight in state:
+            return [(prefix + weight, prefix + "count")]
+    members = [p for p in state if p.startswith(prefix) and p.endswith("__weight_sum")]
+    assert members, (prefix, sorted(state))
+    return [(p, p[: -len("weight_sum")] + "count") for p in members]
 
 
 def all_logs(logs: dict, prefix: str = "") -> dict:

@@ -42,7 +42,8 @@ class Metric:
     ``reference``: the naive expected value: ``("ndcg" | "map", k, gain)`` (keras-rs
     semantics, ``krs_reference``), ``("hits", k)``, ``("mrr",)``, ``("gmr",)``, ``("mr",)`` or
     ``("rank_based", ks)`` (this module), or None: compared with the single-device run only.
-    A metric whose ``result()`` is a dict logs ``"{name}.{key}"`` per key."""
+    A metric whose ``result()`` is a dict logs ``"{name}.{key}"`` per key; one with a
+    confidence level also ``name + suffix`` per ``QUANTITY_SUFFIXES``."""
 
     name: str
     make: str
@@ -66,7 +67,16 @@ METRICS = [
     Metric("mrr", "rk.InverseHarmonicMeanRank()", ("mrr",), target="index"),
     Metric("gmr", "rk.GMR()", ("gmr",), target="index"),
     Metric("rank_based", "rk.RankBasedMetrics(ks=(1, 3))", ("rank_based", (1, 3)), target="index"),
+    # With a confidence level: the value checked against the reference, its standard error,
+    # interval and count (logged as ``name + "_stderr"``, ... : ``QUANTITY_SUFFIXES``) against
+    # the single-device run. (No name here is another's prefix followed by "_".)
+    Metric("ci_ndcg@3", "rk.NDCG(k=3, shuffle_ties=False, confidence=0.95)", ("ndcg", 3, None)),
+    Metric("ci_lists", "rk.ListMetrics(['ndcg@3', 'map@2'], shuffle_ties=False, confidence=0.95)"),
+    Metric("ci_hits@3", "rk.HitsAtK(3, confidence=0.95)", ("hits", 3), target="index"),
 ]
+
+#: what a metric with a confidence level logs after its name (or after each name of a dict result)
+QUANTITY_SUFFIXES = ("_stderr", "_ci_low", "_ci_high", "_count")
 
 
 def tie_free_scores(rng: np.random.Generator, b: int, n: int) -> np.ndarray:
