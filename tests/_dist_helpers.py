@@ -492,7 +492,11 @@ def worker(local_rank: int, cfg: dict[str, Any], out: str) -> None:
             m.load_state_dict(loaded[n])  # kept through the EPOCH_STARTED of the resume
         seen: list[int] = []
         ev2.add_event_handler(Events.ITERATION_COMPLETED, lambda e: seen.append(e.state.iteration))
-        res["checkpoint"] = {"metrics": {n: v for n, v in ev2.run(shard).metrics.items()}, "iterations": seen}
+        ran = ev2.run(shard).metrics
+        res["checkpoint"] = {
+            "metrics": {n: engine_result(ran, n, m) for n, m in resumed.items()},
+            "iterations": seen,
+        }
 
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(res, f)
