@@ -21,6 +21,7 @@ from rankstream import ListMetrics as CoreListMetrics
 from rankstream import MAPKernel, NDCGKernel, State, merge
 from rankstream.core.functional import ndcg_at_k
 from rankstream.core.lists.table import LIST_METRICS
+from rankstream.core.state import StatisticsUnavailableWarning
 from rankstream.core.uncertainty import T_TABLE_DF, t_quantile_xp
 from rankstream.ignite import DCG, MAP, MRR, NDCG, HitRate, ListMetrics, Precision, Recall, RPrecision
 
@@ -150,19 +151,37 @@ def test_option_off_leaves_fields_results_and_settings_as_they_were():
         assert State(on).state_dict()["config"] == State(off).state_dict()["config"]
 
 
-def test_a_state_saved_without_the_statistics_is_refused_by_a_metric_with_them():
+def test_a_state_saved_without_the_statistics_loads_with_them_unavailable():
+    """A state saved without the statistics' sums (a metric without a level, or an older
+    version) loads into a metric with a level: the value as saved, the statistics NaN (never 0)
+    with a warning; they stay unavailable through updates, merges and saves, until reset."""
     batches = data(seed=3)
     off = State(MAPKernel(3))
     for s, y, w in batches:
         off.update(s, y, sample_weight=w)
-    with pytest.raises(ValueError, match=r"its fields and their shapes are .*'w2v2_sum'"):
-        State(MAPKernel(3, confidence=0.95)).load_state_dict(off.state_dict())
-    # ignite: the flat state of the old layout does not fit
+    on = State(MAPKernel(3, confidence=0.95))
+    with pytest.warns(StatisticsUnavailableWarning, match=r"NaN \(unavailable, not 0\) until reset"):
+        on.load_state_dict(off.state_dict())
+    want = expected(ref.average_precision, {}, batches, 3, weighted=True)
+    got = on.compute()
+    close(got["value"], [want["value"]], "value as saved")
+    assert got["count"] == [want["count"]]
+    assert all(np.isnan(got[q][0]) for q in ("stderr", "ci_low", "ci_high"))
+    fresh = State(MAPKernel(3, confidence=0.95)).update(*batches[0][:2])
+    assert np.isnan(merge(on, fresh).compute()["stderr"][0])  # unavailable in a merge too
+    reloaded = State(MAPKernel(3, confidence=0.95))
+    reloaded.load_state_dict(on.state_dict())  # saved unavailable: loads unavailable, no warning
+    assert np.isnan(reloaded.compute()["stderr"][0])
+    on.reset()
+    assert np.isfinite(on.update(*batches[0][:2]).update(*batches[1][:2]).compute()["stderr"][0])
+    # ignite: the flat state of the old layout loads too
     src = MAP(3)
     run_engine({"m": src}, batches, weighted=False)
     dst = MAP(3, confidence=0.95)
-    with pytest.raises(ValueError, match=r"state_dict does not fit MAP with fields .*'w2v2_sum'"):
+    with pytest.warns(StatisticsUnavailableWarning):
         dst.load_state_dict(src.state_dict())
+    got = dst.compute()
+    assert got["value"] == src.compute() and np.isnan(got["stderr"])
     # with the fields, a state loads whatever the level (the level reads the same sums)
     on = MAP(3, confidence=0.95)
     run_engine({"m": on}, batches, weighted=False)

@@ -17,6 +17,7 @@ from scipy import stats
 
 from rankstream import State, merge
 from rankstream.core.ranks.kernel import RANK_TYPES, RankKernel
+from rankstream.core.state import StatisticsUnavailableWarning
 from rankstream.ignite import GMR, ArithmeticMeanRank, HitsAtK, InverseHarmonicMeanRank, RankBasedMetrics
 
 from pykeen_reference import naive_tasks
@@ -195,28 +196,43 @@ def test_off_keeps_the_fields_keys_and_saved_config():
     assert a.state_dict()["config"] == b.state_dict()["config"]  # the level is no setting of the sums
 
 
-def test_saved_state_without_statistics_is_refused_with_a_clear_error():
+def test_saved_state_without_statistics_loads_with_them_unavailable():
+    """A state saved without the statistics' sums (by a metric without confidence, or an older
+    version) loads into a metric with them: the values as saved, the statistics NaN (never 0)
+    with a warning, in Ignite and the core; one saved with them is refused by a metric without."""
     data = case(10)
     old = HitsAtK(3)
     engine_metrics({"h": old}, batches_of(data, [0, 23]))
     new = HitsAtK(3, confidence=0.95)
-    with pytest.raises(ValueError, match=r"saved without the sums of the standard errors.*unavailable"):
+    with pytest.warns(StatisticsUnavailableWarning, match=r"saved without the sums of its standard error"):
         new.load_state_dict(old.state_dict())
-    with pytest.raises(ValueError, match=r"saved with the sums of the standard errors"):
-        HitsAtK(3).load_state_dict(new.state_dict())
+    got = new.compute()
+    assert got["value"] == old.compute()
+    assert got["count"] == 23 and all(math.isnan(got[q]) for q in STATS)
     rb_old = RankBasedMetrics(ks=KS)
-    with pytest.raises(ValueError, match=r"saved without the sums of the standard errors"):
-        RankBasedMetrics(ks=KS, confidence=0.9).load_state_dict(rb_old.state_dict())
-    # the core State refuses it too (the field layouts differ)
+    rb_new = RankBasedMetrics(ks=KS, confidence=0.9)
+    with pytest.warns(StatisticsUnavailableWarning):
+        rb_new.load_state_dict(rb_old.state_dict())
+    # the core State, too
     kernel = RankKernel(KS, confidence=0.95)
     saved = State(RankKernel(KS)).update(data[0], data[1], data[2]).state_dict()
-    with pytest.raises(ValueError, match=r"fields and their shapes"):
-        State(kernel).load_state_dict(saved)
-    # a state with statistics round-trips
+    loaded = State(kernel)
+    with pytest.warns(StatisticsUnavailableWarning):
+        loaded.load_state_dict(saved)
+    values = loaded.compute()
+    plain = State(RankKernel(KS)).update(data[0], data[1], data[2]).compute()
+    assert all(values[k] == v for k, v in plain.items())
+    stat_keys = [k for k in values if k.endswith("_stderr")]
+    assert stat_keys and all(math.isnan(values[k]) for k in stat_keys)
+    # with the statistics saved, a metric without them refuses the state, saying so
+    full = HitsAtK(3, confidence=0.95)
+    engine_metrics({"h": full}, batches_of(data, [0, 23]))
+    with pytest.raises(ValueError, match=r"saved with the sums of the standard errors"):
+        HitsAtK(3).load_state_dict(full.state_dict())
+    # and a state with statistics round-trips
     again = HitsAtK(3, confidence=0.95)
-    engine_metrics({"h": new}, batches_of(data, [0, 23]))
-    again.load_state_dict(new.state_dict())
-    assert again.compute() == new.compute()
+    again.load_state_dict(full.state_dict())
+    assert again.compute() == full.compute()
 
 
 def test_bad_confidence_is_refused():

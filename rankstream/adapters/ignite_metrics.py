@@ -30,7 +30,16 @@ from ignite.metrics.metric import EpochWise, Metric, MetricUsage, reinit__is_red
 from rankstream.adapters.ignite_derive import docstring
 from rankstream.core.backends import torch_ops
 from rankstream.core.inputs import as_array, unpack_output
-from rankstream.core.state import Kernel, flat_size, join_flat, pack_state, result, split_flat, unpack_state
+from rankstream.core.state import (
+    Kernel,
+    flat_size,
+    join_flat,
+    pack_state,
+    result,
+    split_flat,
+    statistic_fields,
+    unpack_state,
+)
 from rankstream.core.state import NotComputableError as CoreNotComputable
 
 __all__ = ["FRAMEWORK_ARGS", "FRAMEWORK_PARAMETERS", "KernelMetric", "check_collisions"]
@@ -357,7 +366,8 @@ class KernelMetric(Metric):
         rest = {k: v for k, v in state_dict.items() if k != "_sums"}
         sums = state_dict.get("_sums")
         expected = flat_size(self._fields)
-        if not isinstance(sums, torch.Tensor) or tuple(sums.shape) != (expected,):
+        layout = self._saved_without_statistics(rest, sums, expected) or self._fields
+        if not isinstance(sums, torch.Tensor) or tuple(sums.shape) != (flat_size(layout),):
             got = tuple(sums.shape) if isinstance(sums, torch.Tensor) else type(sums).__name__
             raise ValueError(
                 f"state_dict does not fit {type(self).__name__} with fields {self._fields}: expected "
@@ -367,15 +377,38 @@ class KernelMetric(Metric):
         flat = flat.to(torch.complex128 if flat.is_complex() else torch.float64).numpy()
         # Validated whole (metric, settings, layout, real finite sums that fit the state's
         # dtype) before anything is assigned.
-        unpack_state(
+        checked = unpack_state(
             self._kernel,
-            {**rest, "sums": split_flat(flat, self._fields)},
+            {**rest, "sums": split_flat(flat, layout)},
             metric=type(self).__name__,
             owner="state_dict",
             state_dtype=_state_dtype(self._device),
         )
+        if layout is not self._fields:  # the statistics' places are NaN: unavailable until reset
+            sums = torch.from_numpy(np.concatenate([np.ravel(checked[n]) for n in self._fields]))
         self._sums = sums.detach().to(device=self._device, dtype=self._dtype()).clone()
         self._loaded = True
+
+    def _saved_without_statistics(
+        self, rest: Mapping[str, Any], sums: Any, expected: int
+    ) -> dict[str, tuple[int, ...]] | None:
+        """The layout of a flat state saved without the sums of the standard error (by this
+        metric without a confidence level, or by an older version): this metric's fields less
+        its statistics'; None for anything else."""
+        saved = rest.get("fields")
+        if not isinstance(sums, torch.Tensor) or sums.ndim != 1 or sums.shape[0] == expected:
+            return None
+        if not isinstance(saved, Mapping):
+            return None
+        layout = {n: shape for n, shape in self._fields.items() if n not in self._kernel_statistics}
+        saved_fields = {str(k): list(v) for k, v in saved.items()}
+        if not self._kernel_statistics or saved_fields != {n: list(s) for n, s in layout.items()}:
+            return None
+        return layout
+
+    @property
+    def _kernel_statistics(self) -> frozenset[str]:
+        return statistic_fields(self._kernel)
 
     @sync_all_reduce("_sums")
     def compute(self) -> Any:

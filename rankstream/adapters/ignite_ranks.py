@@ -89,8 +89,9 @@ RANK_CONFIDENCE: dict[str, str] = {
 
 class RankMetric(KernelMetric):
     """An ignite metric over a :class:`~rankstream.core.ranks.kernel.RankKernel`: a saved state
-    without the sums of the standard errors is refused, saying so, by a metric with
-    ``confidence`` (and the other way round)."""
+    without the sums of the standard errors loads into a metric with ``confidence``, its
+    statistics unavailable (NaN) until reset; one with them is refused, saying so, by a metric
+    without."""
 
     def _load_state_dict_per_rank(self, state_dict: Any) -> None:
         if isinstance(state_dict, Mapping):

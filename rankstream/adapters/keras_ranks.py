@@ -55,8 +55,9 @@ def _rank_doc(opening: str, short: str, adjusted: str = "", k: bool = False, sca
 
 class _RankMetric(KernelMetric):
     """A Keras metric over a :class:`~rankstream.core.ranks.kernel.RankKernel`: a saved state
-    without the sums of the standard errors is refused, saying so, by a metric with
-    ``confidence`` (and the other way round)."""
+    without the sums of the standard errors loads into a metric with ``confidence``, its
+    statistics unavailable (NaN) until reset; one with them is refused, saying so, by a metric
+    without."""
 
     _ranks = True
     _options: ClassVar[dict[str, Any]] = {"confidence": None}

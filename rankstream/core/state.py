@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -192,6 +193,9 @@ def unpack_state(
     saved = state["fields"]
     saved_fields = {str(k): list(v) for k, v in saved.items()} if isinstance(saved, Mapping) else saved
     sums = state["sums"]
+    unavailable = statistics_left_out(kernel, saved_fields, sums)
+    if unavailable:  # saved without the statistics' sums: they stay unavailable (NaN) until reset
+        fields = {name: shape for name, shape in fields.items() if name not in unavailable}
     if saved_fields != fields or not isinstance(sums, Mapping) or set(sums) != set(fields):
         got = sorted(map(str, sums)) if isinstance(sums, Mapping) else type(sums).__name__
         raise ValueError(
@@ -207,9 +211,57 @@ def unpack_state(
             + ", ".join(f"{k}={saved_config.get(k)!r} (here {config.get(k)!r})" for k in diff)
         )
     out = {}
+    statistics = statistic_fields(kernel)
     for name, shape in kernel.fields.items():
-        out[name] = check_field(sums[name], name, tuple(shape), owner, state_dtype)
+        if name in unavailable:
+            out[name] = np.full(tuple(shape), np.nan)
+        elif name in statistics and _all_nan(sums[name], tuple(shape)):
+            out[name] = np.full(tuple(shape), np.nan)  # unavailable when saved: still unavailable
+        else:
+            out[name] = check_field(sums[name], name, tuple(shape), owner, state_dtype)
+    if unavailable:
+        warnings.warn(
+            f"{owner} of {metric} was saved without the sums of its standard error "
+            f"({sorted(unavailable)}: a metric without a confidence level): its values load, and its "
+            "stderr, ci_low and ci_high are NaN (unavailable, not 0) until reset()",
+            StatisticsUnavailableWarning,
+            stacklevel=3,
+        )
     return out
+
+
+def _all_nan(value: Any, shape: tuple[int, ...]) -> bool:
+    """Whether a saved field is NaN throughout, of ``shape`` (a statistic that was
+    unavailable when saved)."""
+    try:
+        given = np.asarray(_host(value))
+        return given.shape == shape and given.dtype.kind == "f" and bool(np.all(np.isnan(given)))
+    except (TypeError, ValueError, RuntimeError):
+        return False
+
+
+class StatisticsUnavailableWarning(UserWarning):
+    """A state saved without the sums of the standard error was loaded into a metric with a
+    confidence level: its statistics are NaN until the metric is reset."""
+
+
+def statistic_fields(kernel: Kernel) -> frozenset[str]:
+    """The fields of ``kernel`` only its statistics read (a state may have been saved
+    without them)."""
+    return frozenset(getattr(kernel, "statistic_fields", ()))
+
+
+def statistics_left_out(kernel: Kernel, saved_fields: Any, sums: Any) -> frozenset[str]:
+    """The statistic fields of ``kernel`` that a saved state lacks when it has every other
+    field of ``kernel`` with its shape (an older state, or one saved without a confidence
+    level), else nothing."""
+    statistics = statistic_fields(kernel)
+    if not statistics or not isinstance(saved_fields, Mapping) or not isinstance(sums, Mapping):
+        return frozenset()
+    rest = {name: list(shape) for name, shape in kernel.fields.items() if name not in statistics}
+    if saved_fields != rest or set(sums) != set(rest):
+        return frozenset()
+    return statistics
 
 
 def check_field(

@@ -264,6 +264,12 @@ class ListKernel:
             fields["w2_sum"] = ListField((), list_ones_of, power=2)
         return fields
 
+    @property
+    def statistic_fields(self) -> frozenset[str]:
+        """The fields only the standard error reads (none without a ``confidence`` level): a
+        state saved without them still loads, with the statistics unavailable (NaN)."""
+        return frozenset(("w2v2_sum", "w2v_sum", "w2_sum")) if self._confidence is not None else frozenset()
+
     @cached_property
     def fields(self) -> dict[str, tuple[int, ...]]:
         """State field name -> shape: :meth:`list_fields`, then ``weight_sum``, ``count``,

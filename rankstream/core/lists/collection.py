@@ -146,6 +146,10 @@ class ListMetrics:
         self.fields = {
             f"{self._keys[n]}__{f}": shape for n, k in members.items() for f, shape in k.fields.items()
         }
+        #: the fields only the members' statistics read (see ListKernel.statistic_fields)
+        self.statistic_fields = frozenset(
+            f"{self._keys[n]}__{f}" for n, k in members.items() for f in k.statistic_fields
+        )
         if len(set(self.reported)) != len(self.reported):
             raise ValueError(f"metrics must not name another's quantity, got {self.reported}")
 

@@ -74,19 +74,15 @@ def mean_statistics(
 
 def check_saved_statistics(kernel: Any, saved_fields: Any, metric: str, owner: str = "state") -> None:
     """A ``ValueError`` when a saved state's fields (``saved_fields``, the ``"fields"`` entry
-    of a saved state) lack the sums of the standard errors that ``kernel`` keeps (a state
-    saved without ``confidence``: its statistics cannot be recovered), or hold them where
-    ``kernel`` keeps none; anything else is left to the state's own checks."""
+    of a saved state) hold the sums of the standard errors where ``kernel`` keeps none (load it
+    into a metric with a confidence level). A state saved without them loads into a metric
+    that keeps them, with its statistics unavailable (NaN, and a warning:
+    :func:`~rankstream.core.state.unpack_state`); anything else is left to the state's own
+    checks."""
     if not isinstance(saved_fields, Mapping):
         return
     saved = any(str(name).endswith(STAT_WEIGHT_FIELD) for name in saved_fields)
     kept = any(name.endswith(STAT_WEIGHT_FIELD) for name in kernel.fields)
-    if kept and not saved:
-        raise ValueError(
-            f"{owner} does not fit {metric}: it was saved without the sums of the standard errors "
-            f"(by a metric without confidence), so its statistics are unavailable; load it into a "
-            f"metric with confidence=None, or evaluate again with confidence={kernel.confidence!r}"
-        )
     if saved and not kept:
         raise ValueError(
             f"{owner} does not fit {metric}: it was saved with the sums of the standard errors "

@@ -298,7 +298,9 @@ class RankKernel(RankReport):
             unit["rank_histogram"] = (len(self._bins),)
         # the standard errors' fields (after every other, so the rest keep their places)
         self._stat_columns: list[tuple[str, str | None, int]] = []
+        stat_only: set[str] = set()
         if self._confidence is not None:
+            stat_only = set(stat_state_fields(self.metrics, len(self.ks))) - set(unit)
             unit.update(stat_state_fields(self.metrics, len(self.ks)))
             start = 0
             for fam in self._families:  # whose values are the first columns of _values
@@ -315,6 +317,11 @@ class RankKernel(RankReport):
             self.fields.update({self._field(side, None, f): shape for f, shape in self._shared.items()})
             for rt in self.rank_types:
                 self.fields.update({self._field(side, rt, f): shape for f, shape in self._typed.items()})
+        #: the fields only the statistics read (a state saved without them still loads: see
+        #: :func:`~rankstream.core.state.unpack_state`)
+        self.statistic_fields = frozenset(
+            name for name in self.fields if name.rsplit("__", 1)[-1] in stat_only
+        )
 
     @property
     def confidence(self) -> float | None:

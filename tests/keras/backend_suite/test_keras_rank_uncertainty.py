@@ -16,6 +16,7 @@ from scipy import stats
 
 from rankstream.core import backends
 from rankstream.core.ranks.intervals import EXACT_DF, t_critical
+from rankstream.core.state import StatisticsUnavailableWarning
 from rankstream.keras import GMR, ArithmeticMeanRank, HitsAtK, InverseHarmonicMeanRank, RankBasedMetrics
 
 from pykeen_reference import naive_tasks
@@ -92,18 +93,25 @@ def test_one_task_gives_nan_statistics():
     assert all(math.isnan(result[f"mrr_{q}"]) for q in ("stderr", "ci_low", "ci_high"))
 
 
-def test_saved_state_without_statistics_is_refused():
+def test_saved_state_without_statistics_loads_with_them_unavailable():
     scores, y, _ = data(2)
     old = RankBasedMetrics(ks=KS)
     old.update_state(y, scores)
     new = RankBasedMetrics(ks=KS, confidence=0.95)
-    with pytest.raises(ValueError, match=r"saved without the sums of the standard errors.*unavailable"):
+    with pytest.warns(StatisticsUnavailableWarning, match=r"NaN \(unavailable, not 0\)"):
         new.load_state_dict(old.state_dict())
-    new.update_state(y, scores)
+    got, want = floats(new.result()), floats(old.result())
+    assert all(got[k] == want[k] for k in want)  # every value as saved
+    stats_keys = [k for k in got if k.endswith(("_stderr", "_ci_low", "_ci_high"))]
+    assert stats_keys and all(math.isnan(got[k]) for k in stats_keys)
+    # with the statistics, a state round-trips
+    full = RankBasedMetrics(ks=KS, confidence=0.95)
+    full.update_state(y, scores)
     again = RankBasedMetrics(ks=KS, confidence=0.95)
-    again.load_state_dict(new.state_dict())
-    a, b = floats(again.result()), floats(new.result())
+    again.load_state_dict(full.state_dict())
+    a, b = floats(again.result()), floats(full.result())
     assert a.keys() == b.keys() and all(a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a)
+    assert not math.isnan(a[stats_keys[0]])
 
 
 def test_get_config_round_trip_keeps_the_level():

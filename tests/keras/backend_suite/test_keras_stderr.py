@@ -14,6 +14,7 @@ from keras import ops as K
 from scipy import stats
 
 from rankstream.core.lists.map import MAPKernel
+from rankstream.core.state import StatisticsUnavailableWarning
 from rankstream.keras import (
     DCG,
     MAP,
@@ -120,12 +121,27 @@ def test_config_round_trips_and_is_unchanged_without_the_option():
     assert ListMetrics.from_config(ListMetrics(["map@3"], confidence=0.8).get_config()).confidence == 0.8
 
 
-def test_a_state_saved_without_the_statistics_is_refused():
+def test_a_state_saved_without_the_statistics_loads_with_them_unavailable():
+    """A state saved by a metric without a level (or an older version) loads into one with a
+    level: the value is the saved one, the statistics NaN (unavailable, never 0) with a
+    warning, and they stay unavailable after more batches and a save and load, until reset."""
     scores, labels, _ = data(seed=2)
-    old = MAP(3)
+    old = MAP(3, dtype="float64")
     old.update_state(labels, scores)
-    with pytest.raises(ValueError, match=r"its fields and their shapes are .*'w2v2_sum'"):
-        MAP(3, confidence=0.95).load_state_dict(old.state_dict())
+    new = MAP(3, confidence=0.95, dtype="float64")
+    with pytest.warns(StatisticsUnavailableWarning, match=r"saved without the sums of its standard error"):
+        new.load_state_dict(old.state_dict())
+    want = float(K.convert_to_numpy(old.result()))
+    got = {k: float(K.convert_to_numpy(v)) for k, v in new.result().items()}
+    assert got["map@3"] == pytest.approx(want, rel=1e-12)
+    assert all(np.isnan(got[f"map@3_{q}"]) for q in ("stderr", "ci_low", "ci_high"))
+    new.update_state(labels, scores)
+    again = MAP(3, confidence=0.95, dtype="float64")
+    again.load_state_dict(new.state_dict())
+    assert np.isnan(float(K.convert_to_numpy(again.result()["map@3_stderr"])))
+    again.reset_state()
+    again.update_state(labels, scores)
+    assert float(K.convert_to_numpy(again.result()["map@3_stderr"])) > 0
 
 
 def _traced(fn):
