@@ -23,6 +23,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from rankstream.adapters.ignite_derive import derived_class, docstring, parameters
@@ -74,7 +75,19 @@ LIST_ARGS: dict[str, Any] = {
 IGNITE_NAMES = {"gain": "gain_function"}
 #: the kernel arguments that are positional in ignite's order, for a graded metric
 GRADED_POSITIONAL = ("relevance_threshold", "gain")
+
+
 #: the ignite arguments that set the metric rather than its kernel
+def empty_policy(ignore_zero_hits: Any) -> str:
+    """The kernel's ``empty`` policy of ignite's ``ignore_zero_hits`` (a bool, or 0 / 1: anything
+    else, such as a mapping passed in its place, is a ``TypeError`` echoing it)."""
+    if not isinstance(ignore_zero_hits, (bool, np.bool_)) and not (
+        isinstance(ignore_zero_hits, int) and ignore_zero_hits in (0, 1)
+    ):
+        raise TypeError(f"ignore_zero_hits must be True or False, got {ignore_zero_hits!r}")
+    return "skip" if ignore_zero_hits else "zero"
+
+
 _METRIC_ARGS = ("self", "top_k", "ignore_zero_hits", "output_transform", "device", "skip_unrolling")
 _CONVENTIONS = frozenset(f.name for f in dataclasses.fields(ListConventions))
 _POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -133,7 +146,7 @@ def _builder(row: ListMetricRow, signature: inspect.Signature) -> Callable[[Any,
 
     def build(self: KernelMetric, arguments: dict[str, Any]) -> None:
         options = {kernel_args[name]: arguments[name] for name in kernel_args}
-        empty = "skip" if arguments["ignore_zero_hits"] else "zero"
+        empty = empty_policy(arguments["ignore_zero_hits"])
         k = (arguments["top_k"],) if row.takes_k else ()
         kernel = row.kernel(*k, empty=empty, **options)
         if row.takes_k:
@@ -207,7 +220,7 @@ class ListMetrics(KernelMetric):
         prefix: str = "",
         confidence: float | None = None,
     ) -> None:
-        empty = "skip" if ignore_zero_hits else "zero"
+        empty = empty_policy(ignore_zero_hits)
         kernel = CollectionKernel(
             metrics, PEER_DEFAULTS, empty=empty, ties=ties, seed=seed, confidence=confidence
         )

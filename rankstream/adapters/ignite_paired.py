@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from rankstream.adapters.ignite_derive import docstring
-from rankstream.adapters.ignite_lists import LIST_ARGS, PEER_DEFAULTS
+from rankstream.adapters.ignite_lists import LIST_ARGS, PEER_DEFAULTS, empty_policy
 from rankstream.adapters.ignite_metrics import _CPU, _OUTPUT_KEYS, KernelMetric, _identity, _to_tensor
 from rankstream.core.backends import torch_ops
 from rankstream.core.inputs import unpack_output
@@ -59,7 +59,7 @@ class PairedComparison(KernelMetric):
         seed: int | None = None,
         prefix: str = "",
     ) -> None:
-        empty = "skip" if ignore_zero_hits else "zero"
+        empty = empty_policy(ignore_zero_hits)
         kernel = PairedKernel(
             metrics, rankers, PEER_DEFAULTS, confidence=confidence, empty=empty, ties=ties, seed=seed
         )
