@@ -202,7 +202,7 @@ globals().update(LIST_CLASSES)  # each class where its __module__ and __qualname
 del _row, _cls
 
 #: each list metric's defaults in a collection: its class's
-_COLLECTION_DEFAULTS = {
+COLLECTION_DEFAULTS = {
     row.name: {"relevance_threshold": cls.threshold, **cls._options}
     for row in LIST_METRICS
     for cls in [LIST_CLASSES[row.keras.name]]
@@ -252,7 +252,7 @@ class ListMetrics(KernelMetric):
         self.confidence = confidence
         conventions = keras_rs_conventions(shuffle_ties)
         kernel = ListMetricsKernel(
-            metrics, _COLLECTION_DEFAULTS, empty=empty, confidence=confidence, **conventions
+            metrics, COLLECTION_DEFAULTS, empty=empty, confidence=confidence, **conventions
         )
         generator = seed_generator(shuffle_ties, seed)
         super().__init__(kernel, name, dtype, generator, state_dtype, prefix)

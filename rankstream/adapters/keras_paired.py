@@ -19,11 +19,11 @@ from keras import ops as K
 from rankstream.adapters.keras_args import Seed
 from rankstream.adapters.keras_inputs import checked_tensor, keras_inputs
 from rankstream.adapters.keras_lifecycle import KernelMetric, add_to, as_result, batch_sums, unconverted
-from rankstream.adapters.keras_metrics import _COLLECTION_DEFAULTS, keras_rs_conventions, seed_generator
+from rankstream.adapters.keras_metrics import COLLECTION_DEFAULTS, keras_rs_conventions, seed_generator
 from rankstream.core.backends.keras_ops import is_tracing
 from rankstream.core.inputs import _shape, known_rank
 from rankstream.core.lists.paired import PairedComparison as PairedKernel
-from rankstream.core.uncertainty import DEFAULT_LEVEL, interval, t_quantile_xp, weighted_variance_of_mean
+from rankstream.core.uncertainty import DEFAULT_LEVEL
 
 __all__ = ["PairedComparison"]
 
@@ -88,7 +88,7 @@ class PairedComparison(KernelMetric):
                  confidence: float = DEFAULT_LEVEL) -> None:  # fmt: skip
         generator = seed_generator(shuffle_ties, seed)
         kernel = PairedKernel(
-            metrics, rankers, _COLLECTION_DEFAULTS, confidence=confidence, empty=empty,
+            metrics, rankers, COLLECTION_DEFAULTS, confidence=confidence, empty=empty,
             **keras_rs_conventions(shuffle_ties),
         )  # fmt: skip
         self.metrics, self.rankers, self.confidence = kernel.metrics, kernel.rankers, kernel.confidence
@@ -126,42 +126,10 @@ class PairedComparison(KernelMetric):
         if not is_tracing(next(iter(totals.values()))):  # eager: scipy's t on the host, float64
             values = self._kernel.compute(self._sums(), np)
         else:
-            values = traced_compute(self._kernel, totals)
+            values = self._kernel.compute(totals, K)  # p-values NaN: scipy's tail is host-only
         return as_result(values, self.dtype, self._prefix)
 
     def result(self) -> Any:
         """The flat dict of the comparison (keys as the class docstring lists them, ``prefix``
         on every key); p-values NaN inside a compiled step (see the class docstring)."""
         return unconverted(self._result)()
-
-
-def traced_compute(kernel: PairedKernel, totals: dict[str, Any]) -> dict[str, Any]:
-    """The comparison from the state's tensors with ``keras.ops`` (a traced computation): what
-    :meth:`~rankstream.core.lists.paired.PairedComparison.compute` gives, in the state's dtype,
-    with the p-values (and their adjustments) NaN: the ``t`` tail probability is scipy's, on the
-    host only."""
-    out: dict[str, Any] = {}
-    stats = kernel.pair_stats
-    for name in kernel.metrics:
-        key = kernel._keys[name]
-        s = {f: totals[f"{key}__{f}"] for f in (
-            "value_sum", "diff_sum", "diff_w2_sum", "diff_sq_w2_sum", "weight_sum", "weight_sq_sum", "count",
-            "invalid")}  # fmt: skip
-        n, w, bad = s["count"], s["weight_sum"], s["invalid"] > 0
-        nan = float("nan") + 0.0 * w
-        safe = K.where(w > 0, w, 1.0 + 0.0 * w)
-        means = K.where(w > 0, s["value_sum"] / safe, 0.0 * s["value_sum"])
-        diff = K.where(w > 0, s["diff_sum"] / safe, 0.0 * s["diff_sum"])
-        w2, w2d, w2d2 = s["weight_sq_sum"], s["diff_w2_sum"], s["diff_sq_w2_sum"]
-        var = weighted_variance_of_mean(n, w, w2, w2d, w2d2, diff, K)
-        se = K.sqrt(var)
-        low, high = interval(diff, se, t_quantile_xp(kernel.confidence, n - 1.0, K))
-        per_pair = {"diff": diff, "stderr": se, "ci_low": low, "ci_high": high, "t": diff / se}
-        for r, ranker in enumerate(kernel.rankers):
-            out[f"{name}/{ranker}"] = K.where(bad, nan, means[r])
-        out[f"{name}/count"] = n
-        for q, (a, b) in enumerate(kernel.pairs):
-            for stat in stats:
-                value = per_pair[stat][q] if stat in per_pair else nan
-                out[kernel.pair_key(name, a, b, stat)] = K.where(bad, nan, value)
-    return out

@@ -67,6 +67,7 @@ from rankstream.core.uncertainty import (
     check_level,
     interval,
     t_quantile,
+    t_quantile_xp,
     t_two_sided_p,
     weighted_variance_of_mean,
 )
@@ -315,41 +316,52 @@ class PairedComparison:
         return result
 
     # -- from the sums ---------------------------------------------------------------------
-    def _part(self, sums: Mapping[str, Any], name: str) -> dict[str, np.ndarray]:
+    def part(self, sums: Mapping[str, Any], name: str, xp: Any = np) -> dict[str, Any]:
+        """The sums of one metric name (``value_sum``, ``diff_sum``, ...: the fields without the
+        name's prefix); float64 numpy arrays on numpy, the arrays as given on another ``xp``."""
         key = self._keys[name]
         fields = (*_RANKER_FIELDS, *_PAIR_FIELDS, *_SCALAR_FIELDS)
-        return {f: np.asarray(sums[f"{key}__{f}"], dtype=np.float64) for f in fields}
+        if xp is np:
+            return {f: np.asarray(sums[f"{key}__{f}"], dtype=np.float64) for f in fields}
+        return {f: sums[f"{key}__{f}"] for f in fields}
 
-    def compute(self, sums: Mapping[str, Any], xp: Any = np) -> dict[str, np.ndarray]:
-        """The flat result keyed as :attr:`reported`, from numpy sums (the ``t`` distribution
-        comes from scipy on the host; ``xp`` must be numpy). NaN where a name saw invalid
-        lists, and the statistics NaN with fewer than two lists."""
-        if xp is not np:
-            raise TypeError("PairedComparison.compute runs on numpy sums (xp=numpy) only")
-        out: dict[str, np.ndarray] = {}
+    def compute(self, sums: Mapping[str, Any], xp: Any = np) -> dict[str, Any]:
+        """The flat result keyed as :attr:`reported`, elementwise on ``xp``. NaN where a name saw
+        invalid lists, and the statistics NaN with fewer than two lists. On numpy the ``t``
+        distribution is scipy's; on ``keras.ops`` (a traced computation) the critical value is
+        :func:`~rankstream.core.uncertainty.t_quantile_xp` and the p-values (and their
+        adjustments) are NaN: the tail probability is computed on the host only."""
+        host = xp is np
+        out: dict[str, Any] = {}
         with np.errstate(all="ignore"):
             for name in self.metrics:
-                s = self._part(sums, name)
+                s = self.part(sums, name, xp)
                 n, w, bad = s["count"], s["weight_sum"], s["invalid"] > 0
-                safe = np.where(w > 0, w, 1.0)
-                means = np.where(w > 0, s["value_sum"] / safe, 0.0)
-                diff = np.where(w > 0, s["diff_sum"] / safe, 0.0)
+                nan = float("nan") + 0.0 * w
+                safe = xp.where(w > 0, w, 1.0 + 0.0 * w)
+                means = xp.where(w > 0, s["value_sum"] / safe, 0.0 * s["value_sum"])
+                diff = xp.where(w > 0, s["diff_sum"] / safe, 0.0 * s["diff_sum"])
                 var = weighted_variance_of_mean(
-                    n, w, s["weight_sq_sum"], s["diff_w2_sum"], s["diff_sq_w2_sum"], diff, np
+                    n, w, s["weight_sq_sum"], s["diff_w2_sum"], s["diff_sq_w2_sum"], diff, xp
                 )
-                se = np.sqrt(var)
-                low, high = interval(diff, se, t_quantile(self.confidence, n - 1.0))
+                se = xp.sqrt(var)
+                critical = (
+                    t_quantile(self.confidence, n - 1.0)
+                    if host
+                    else t_quantile_xp(self.confidence, n - 1.0, xp)
+                )
+                low, high = interval(diff, se, critical)
                 t = diff / se
-                p = t_two_sided_p(t, n - 1.0)
+                p = t_two_sided_p(t, n - 1.0) if host else nan + 0.0 * t
                 stats = {"diff": diff, "stderr": se, "ci_low": low, "ci_high": high, "t": t, "p_value": p}
                 if len(self.rankers) > 2:
-                    stats["p_holm"], stats["p_bonferroni"] = holm(p), bonferroni(p)
+                    stats["p_holm"], stats["p_bonferroni"] = (holm(p), bonferroni(p)) if host else (p, p)
                 for r, ranker in enumerate(self.rankers):
-                    out[f"{name}/{ranker}"] = np.where(bad, np.nan, means[r])
+                    out[f"{name}/{ranker}"] = xp.where(bad, nan, means[r])
                 out[f"{name}/count"] = n
                 for q, (a, b) in enumerate(self.pairs):
                     for stat in self.pair_stats:
-                        out[self.pair_key(name, a, b, stat)] = np.where(bad, np.nan, stats[stat][q])
+                        out[self.pair_key(name, a, b, stat)] = xp.where(bad, nan, stats[stat][q])
         return out
 
     def select(self, values: Mapping[str, Array]) -> dict[str, Array]:
@@ -362,7 +374,7 @@ class PairedComparison:
         bad = "NaN scores among their items, a NaN or infinite label, or a bad sample_weight"
         what = "list compared;lists seen with a relevant item and a positive weight, for every ranker"
         for member in self.metrics:
-            check_sums(self._part(sums, member), f"{name or 'PairedComparison'}[{member!r}]", "weight_sum",
+            check_sums(self.part(sums, member), f"{name or 'PairedComparison'}[{member!r}]", "weight_sum",
                        "list", bad, what)  # fmt: skip
 
     def __repr__(self) -> str:
