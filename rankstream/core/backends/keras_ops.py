@@ -276,6 +276,12 @@ class KerasOps(Ops):
             rel = self.k.logical_and(rel, valid)
         return self.k.sum(self.k.cast(rel, self._dtype(dtype)), axis=-1)
 
+    def count_equal(self, labels: Array, t: float, valid: Any, dtype: Any, ws: Any = None) -> Array:
+        eq = labels == t
+        if valid is not None:
+            eq = self.k.logical_and(eq, valid)
+        return self.k.sum(self.k.cast(eq, self._dtype(dtype)), axis=-1)
+
     def row_count(self, cond: Array, acc: Any, ws: Workspace | None = None) -> Array:
         return self.k.sum(self.k.cast(cond, self._dtype(acc)), axis=1)
 
@@ -289,7 +295,8 @@ class KerasOps(Ops):
 
     def rank_counts(self, scores: Array, t: Array, acc: Any, need: tuple[bool, bool],
                     keep: Array | None = None, drop: Array | None = None, rows: Array | None = None,
-                    ws: Workspace | None = None) -> tuple[Array | None, Array | None, Array]:  # fmt: skip
+                    ws: Workspace | None = None,
+                    nan: bool = True) -> tuple[Array | None, Array | None, Array | None]:  # fmt: skip
         """As :meth:`rankstream.core.backends.numpy.NumpyOps.rank_counts`, in whole-array
         ``keras.ops`` (traceable; XLA fuses the passes)."""
         k = self.k
@@ -300,7 +307,7 @@ class KerasOps(Ops):
         s = scores if keep is None else self.exclude(scores, keep)
         s = s if drop is None else self.exclude(s, None, drop)
         gt, ge = self.compare_counts(s, t, acc, need)
-        return gt, ge, self.row_count(k.isnan(s), acc)
+        return gt, ge, self.row_count(k.isnan(s), acc) if nan else None
 
     def exclude(
         self, scores: Array, keep: Array | None, drop: Array | None = None, ws: Workspace | None = None

@@ -197,6 +197,13 @@ class NumpyOps(Ops):
             rel = rel & valid
         return np.sum(rel, axis=-1).astype(dtype)
 
+    def count_equal(self, labels: Array, t: float, valid: Any, dtype: Any, ws: Any = None) -> Array:
+        """Per row, the number of valid items with ``label == t`` (NaN is never equal)."""
+        eq = labels == t
+        if valid is not None:
+            eq = eq & valid
+        return np.sum(eq, axis=-1).astype(dtype)
+
     def row_count(self, cond: Array, acc: Any, ws: Workspace | None = None) -> Array:
         """Per row, the number of True entries of a (B, N) bool array, in ``acc``."""
         return np.count_nonzero(cond, axis=1).astype(acc)
@@ -213,20 +220,21 @@ class NumpyOps(Ops):
 
     def rank_counts(self, scores: Array, t: Array, acc: Any, need: tuple[bool, bool],
                     keep: Array | None = None, drop: Array | None = None, rows: Array | None = None,
-                    ws: Workspace | None = None) -> tuple[Array | None, Array | None, Array]:  # fmt: skip
+                    ws: Workspace | None = None,
+                    nan: bool = True) -> tuple[Array | None, Array | None, Array | None]:  # fmt: skip
         """The comparison passes of a rank: per row of ``s``, the scores (``rows`` given: the
         rows ``rows`` of them, in that order) with ``-inf`` where ``keep`` is False or ``drop``
         is True (either or both given), returns ``(#(s > t), #(s >= t), #(s is NaN))`` per
         row, the first two only where flagged in ``need`` (``None`` otherwise), in ``acc``;
         ``t`` has one value per row of the result. NaN compares False (an excluded NaN is
         ``-inf``, not NaN). Rows are taken in blocks of about ``2^20`` values, so the scratch
-        stays a small fraction of a large batch."""
+        stays a small fraction of a large batch. ``nan=False``: no NaN count (``None``)."""
         b = scores.shape[0] if rows is None else rows.shape[0]
         n = scores.shape[1]
         step = max(1, min(b, max(min(1 << 20, (b * n) // 16), 1 << 12) // max(n, 1)))
         gt = np.zeros(b, dtype=acc) if need[0] else None
         ge = np.zeros(b, dtype=acc) if need[1] else None
-        nan = np.zeros(b, dtype=acc)
+        nans = np.zeros(b, dtype=acc) if nan else None
         for a in range(0, b, step):
             part = slice(a, min(a + step, b))
             pick = part if rows is None else rows[part]
@@ -236,12 +244,13 @@ class NumpyOps(Ops):
             if drop is not None:
                 s = np.where(drop[pick], -np.inf, s)
             tc = t[part, None]
-            nan[part] = np.count_nonzero(s != s, axis=1)
+            if nans is not None:
+                nans[part] = np.count_nonzero(s != s, axis=1)
             if gt is not None:
                 gt[part] = np.count_nonzero(s > tc, axis=1)
             if ge is not None:
                 ge[part] = np.count_nonzero(s >= tc, axis=1)
-        return gt, ge, nan
+        return gt, ge, nans
 
     def exclude(
         self, scores: Array, keep: Array | None, drop: Array | None = None, ws: Workspace | None = None

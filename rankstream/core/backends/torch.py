@@ -62,9 +62,10 @@ _TILE = 1 << 21
 #: and on smaller tiles that overhead shows (measured: a rank update at 256 x 5,000 with a few
 #: positives per row made some 1,500 calls in tiles of a sixteenth, 1.8x its time in one pass)
 _MIN_TILE = 1 << 18
-#: below this many values a masked ``topk`` masks a copy of the whole array (at most 8 MiB of
-#: float32): per tile it makes two calls, and on smaller arrays their overhead would show
-_TILED_TOPK = _TILE
+#: below this many values a masked ``topk`` masks a copy of the whole array (at most 256 KiB of
+#: float32): per tile it makes two calls, and on smaller arrays their overhead would show; from
+#: it on, tiles of an eighth of the batch (measured: no slower than one masked copy)
+_TILED_TOPK = _SMALL
 
 
 def _tiles(b: int, n: int, share: int = 8) -> list[tuple[slice, slice]]:
@@ -402,12 +403,19 @@ class TorchOps(Ops):
         ``label >= t``. On CPU the comparison writes 0/1 floats into a workspace tile (a
         float sum is several times faster than a bool one; NaN compares False), summed exactly
         (float32 below 2^24 items). Small inputs take the plain ops (fewer calls)."""
+        return self._count_compared(labels, torch.gt if strict else torch.ge, t, valid, dtype, ws)
+
+    def count_equal(self, labels: Array, t: float, valid: Any, dtype: Any, ws: Any = None) -> Array:
+        """Per row, the number of valid items with ``label == t`` (NaN is never equal), as
+        :meth:`count_relevant` counts."""
+        return self._count_compared(labels, torch.eq, t, valid, dtype, ws)
+
+    def _count_compared(self, labels: Array, cmp: Any, t: float, valid: Any, dtype: Any, ws: Any) -> Array:
         if labels.device.type != "cpu" or ws is None or labels.numel() < _SMALL:
-            rel = labels > t if strict else labels >= t
+            rel = cmp(labels, t)
             if valid is not None:
                 rel = rel & valid
             return rel.sum(dim=-1, dtype=dtype)
-        cmp = torch.gt if strict else torch.ge
         b, n = labels.shape
         cd = _count_dtype(int(n))
         out = torch.zeros(b, dtype=cd)
@@ -442,12 +450,13 @@ class TorchOps(Ops):
 
     def rank_counts(self, scores: Array, t: Array, acc: Any, need: tuple[bool, bool],
                     keep: Array | None = None, drop: Array | None = None, rows: Array | None = None,
-                    ws: Workspace | None = None) -> tuple[Array | None, Array | None, Array]:  # fmt: skip
+                    ws: Workspace | None = None,
+                    nan: bool = True) -> tuple[Array | None, Array | None, Array | None]:  # fmt: skip
         """See :meth:`rankstream.core.backends.numpy.NumpyOps.rank_counts`. On CPU, tile by
         tile: the rows (gathered when ``rows`` is given) with ``-inf`` on the excluded
         candidates, then their NaN test and each comparison as 0/1 floats summed per row: the
         scratch is two tiles, never a copy of the scores."""
-        if not _cpu(scores) or ws is None:
+        if not _cpu(scores) or ws is None or scores.numel() < _SMALL:  # small: the plain ops (fewer calls)
             if rows is not None:
                 scores = torch.index_select(scores, 0, rows)
                 keep = None if keep is None else torch.index_select(keep, 0, rows)
@@ -457,12 +466,12 @@ class TorchOps(Ops):
             tc = t[:, None]
             gt = (s > tc).sum(dim=1).to(acc) if need[0] else None
             ge = (s >= tc).sum(dim=1).to(acc) if need[1] else None
-            return gt, ge, torch.isnan(s).sum(dim=1).to(acc)
+            return gt, ge, torch.isnan(s).sum(dim=1).to(acc) if nan else None
         n = int(scores.shape[1])
         b = int(scores.shape[0]) if rows is None else int(rows.shape[0])
         cd = _count_dtype(n)
         fill = torch.full((), float("-inf"), dtype=scores.dtype)
-        nan = torch.zeros(b, dtype=cd)
+        nans = torch.zeros(b, dtype=cd) if nan else None
         counts = [torch.zeros(b, dtype=cd) if flag else None for flag in need]
         cmps = (torch.gt, torch.ge)
         # two tiles (the scores' and the 0/1 counts'), each a sixteenth of the batch at most
@@ -483,8 +492,9 @@ class TorchOps(Ops):
                 s = torch.where(k, s, fill, out=held)
             if d is not None:
                 s = torch.where(d, fill, s, out=held)
-            torch.ne(s, s, out=buf)  # NaN
-            nan[r] += buf.sum(dim=1)
+            if nans is not None:
+                torch.ne(s, s, out=buf)  # NaN
+                nans[r] += buf.sum(dim=1)
             for j in (0, 1):
                 if need[j]:
                     cmps[j](s, t[r, None], out=buf)
@@ -492,7 +502,7 @@ class TorchOps(Ops):
         return (
             None if counts[0] is None else counts[0].to(acc),
             None if counts[1] is None else counts[1].to(acc),
-            nan.to(acc),
+            None if nans is None else nans.to(acc),
         )
 
     def exclude(

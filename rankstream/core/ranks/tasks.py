@@ -195,6 +195,15 @@ def _positive_slots(
     )
 
 
+def _positives_beyond(ops: Ops, has: Array, t_all: Array, acc: Any, strict: bool) -> Array:
+    """``(B, P)``: for each positive slot ``c``, the row's positives ``j`` with a score above
+    (``strict``) or at or above that of ``c``: one comparison of the small ``(B, P, P)`` array.
+    A slot without a positive (NaN) counts 0."""
+    other, this = t_all[:, None, :], t_all[:, :, None]
+    beyond = (other > this) if strict else (other >= this)
+    return ops.sum(ops.cast(beyond & has[:, None, :], acc), axis=2)
+
+
 def _slot_counts(
     ctx: Context,
     scores: Array,
@@ -212,11 +221,11 @@ def _slot_counts(
     ops, ws = ctx.ops, ctx.workspace
     b = int(scores.shape[0])
     if rows.size > 0.6 * b:
-        gt, ge, _ = ops.rank_counts(scores, t, acc, need, keep=keep, drop=drop, ws=ws)
+        gt, ge, _ = ops.rank_counts(scores, t, acc, need, keep=keep, drop=drop, ws=ws, nan=False)
         return gt, ge
     r = ops.asarray(rows, like=t)
     t = ops.take(t, r, axis=0)
-    gt, ge, _ = ops.rank_counts(scores, t, acc, need, keep=keep, drop=drop, rows=r, ws=ws)
+    gt, ge, _ = ops.rank_counts(scores, t, acc, need, keep=keep, drop=drop, rows=r, ws=ws, nan=False)
     zeros = ops.zeros((b,), t, acc)
     return (
         None if gt is None else ops.set_rows(zeros, r, gt),
@@ -242,11 +251,11 @@ def _ranks_of_labels(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) ->
     pos = labels if ops.is_bool(labels) else labels == 1
     idx, has, n_pos, per_row = _positive_slots(ops, pos, scores, valid)
     if not ops.is_bool(labels):
-        # binary: every candidate's label is >= 0, and those > 0 are the ones equal to 1 (NaN
-        # fails the first); counted in tiles, with no (batch, candidates) temporary but pos
-        above = ops.count_relevant(labels, 0.0, True, valid, acc, ws)
-        at_least = ops.count_relevant(labels, 0.0, False, valid, acc, ws)
-        flags["labels"] = ops.any((at_least != n_valid) | (above != n_pos))
+        # binary: every candidate's label is 0 or 1 (NaN is neither), so the zeros and the ones
+        # make up the candidates; one counting pass in tiles, with no (batch, candidates)
+        # temporary but pos
+        zeros = ops.count_equal(labels, 0.0, valid, acc, ws)
+        flags["labels"] = ops.any(zeros + n_pos != n_valid)
     bad = _host_checks(ctx, batch, flags)
     if bad.get("labels"):
         ln = ops.to_numpy(labels)
@@ -264,21 +273,28 @@ def _ranks_of_labels(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) ->
         one = ops.zeros((b, 1), scores, acc) + 1.0
         return RankTasks(ops, one, one, one, w, has)
     n_keep = n_valid - n_pos  # the non-positive candidates
-    # the candidates of a positive: valid non-positives (the others count as -inf scores)
-    keep, drop = valid, pos
+    # the candidates of a positive are the valid non-positives: each pass counts every valid
+    # item (the masked ones as -inf scores), and the row's positives, whose scores are known
+    # ((B, P), small), are taken off after it: no pass over the batch masks them
+    keep = valid
     t_all = ops.where(has, ops.take_along(scores, idx), float("nan"))
+    # per slot, the row's positives above it (and at or above it: itself too), (B, P) at once
+    pos_above = _positives_beyond(ops, has, t_all, acc, strict=True) if need[0] else None
+    pos_at_least = _positives_beyond(ops, has, t_all, acc, strict=False) if need[1] else None
     gts, ges = [], []
     for c in range(p_max):
         t = t_all[:, c]
         if c == 0:  # every row with a positive has slot 0: its pass gives the NaN check too
-            gt, ge, nan = ops.rank_counts(scores, t, acc, need, keep=keep, drop=drop, ws=ws)
+            gt, ge, nan = ops.rank_counts(scores, t, acc, need, keep=keep, ws=ws)
             if ops.host_bools(ops.any(nan > 0) | ops.any(ops.isnan(t_all) & has))[0]:
                 _raise_nan()
         else:
-            gt, ge = _slot_counts(ctx, scores, keep, drop, t, np.nonzero(per_row > c)[0], acc, need)
+            gt, ge = _slot_counts(ctx, scores, keep, None, t, np.nonzero(per_row > c)[0], acc, need)
+        if gt is not None:  # the positives above it are no candidates (NaN t: no row, 0)
+            gt = gt - pos_above[:, c]
         gts.append(gt)
-        if ge is not None:
-            ges.append(ge - ops.where(t == _NEG_INF, float(n) - n_keep, 0.0))
+        if ge is not None:  # nor those tied with it or above (itself included), nor masked items at -inf
+            ges.append(ge - pos_at_least[:, c] - ops.where(t == _NEG_INF, float(n) - n_valid, 0.0))
     return RankTasks(
         ops=ops,
         optimistic=ops.stack(gts, axis=1) + 1.0 if need[0] else None,
