@@ -36,7 +36,11 @@ _BATCH_CONVENTIONS = ("ties", "seed", "weighting", "negative_labels")
 
 def parse_name(name: str) -> tuple[str, int | None]:
     """``"nDCG@10"`` -> ``("ndcg", 10)``; ``"map"`` -> ``("map", None)``."""
-    m = re.fullmatch(r"\s*([A-Za-z_]+)\s*(?:@\s*([^\s@]*))?\s*", name) if isinstance(name, str) else None
+    m = (
+        re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:@\s*([^\s@]*))?\s*", name)
+        if isinstance(name, str)
+        else None
+    )
     row = BY_NAME.get(m.group(1).lower()) if m else None
     if row is None:
         raise ValueError(
