@@ -493,3 +493,9 @@ def test_bad_options_raise_naming_the_argument(make, match):
         GAUCKernel(weight_by_size="yes")
     with pytest.raises(TypeError, match="graded"):
         RBPKernel(graded=1)
+
+
+@pytest.mark.parametrize("name", ["auc@5", "GAUC@3", "rprec@2"])
+def test_a_cut_off_on_a_metric_without_one_is_refused(name):
+    with pytest.raises(ValueError, match="has no cut-off"):
+        ListMetrics([name])

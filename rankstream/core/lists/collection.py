@@ -47,6 +47,10 @@ def parse_name(name: str) -> tuple[str, int | None]:
             f"unknown list metric {name!r}: write one of {sorted(BY_NAME)} with @k (k >= 1) or without"
         )
     k = m.group(2)
+    if k is not None and not row.takes_k:
+        raise ValueError(
+            f"list metric {name!r} has no cut-off (it reads each list whole): write {m.group(1)}, got @{k}"
+        )
     if k is not None and not (k.isascii() and k.isdigit() and int(k) >= 1):
         raise ValueError(
             f"list metric {name!r}: k must be a positive integer (write {m.group(1)}@k with k >= 1, "
