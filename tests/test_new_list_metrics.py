@@ -109,7 +109,9 @@ def test_rbp_residual_matches_the_summed_tail(seed):
     y[0, 0], m[0, 0], w[0] = 1.0, True, 1.0
     for p in (0.8, 0.95):
         result = (
-            State(RBPKernel([*ks, rankstream.core.lists.base.WHOLE_LIST], p=p)).update(s, y, m, w).compute()
+            State(RBPKernel([*ks, rankstream.core.lists.base.WHOLE_LIST], p=p, residual=True))
+            .update(s, y, m, w)
+            .compute()
         )
         expected = [
             ref.mean_over_lists(ref.rbp_residual, s, y, k, masks=m, weights=w, p=p) for k in [*ks, None]
@@ -254,7 +256,7 @@ def test_err_clips_grades_above_the_maximum():
 PROPERTIES = {
     "f1": lambda ks: F1Kernel(ks),
     "err_thr": lambda ks: ERRKernel(ks, relevance_threshold=2.0, empty="zero"),
-    "rbp": lambda ks: RBPKernel(ks, p=0.7),
+    "rbp": lambda ks: RBPKernel(ks, p=0.7, residual=True),
     "rbp_graded_whole": lambda ks: RBPKernel(p=0.9, graded=True),
     "auc": lambda ks: AUCKernel(),
     "gauc_zero": lambda ks: GAUCKernel(empty="zero"),
@@ -342,6 +344,7 @@ def test_a_masked_item_behaves_as_if_deleted(backend, name, data, pad, pad_seed)
     approx_equal(plain, full_result(PROPERTIES[name](ks), [(sp, yp, mp, w)], to))
 
 
+RESIDUAL = {"rbp": {"residual": True}}
 NAMES = ["f1@3", "err@2", "rbp", "rbp@2", "auc", "gauc", "success@2", "ndcg@3", "F1", "ERR"]
 
 
@@ -352,7 +355,7 @@ NAMES = ["f1@3", "err@2", "rbp", "rbp@2", "auc", "gauc", "success@2", "ndcg@3", 
 def test_the_collection_equals_its_metrics_one_by_one(backend, empty, data):
     s, y, m, w, _ = data
     to = BACKENDS[backend]
-    together = State(ListMetrics(NAMES, empty=empty))
+    together = State(ListMetrics(NAMES, RESIDUAL, empty=empty))
     try:
         got = together.update(to(s), to(y), to(m), to(w)).compute()
     except Exception:
@@ -360,7 +363,9 @@ def test_the_collection_equals_its_metrics_one_by_one(backend, empty, data):
     alone = {}
     for name in NAMES:
         try:
-            alone[name] = State(make_kernel(name, empty=empty)).update(to(s), to(y), to(m), to(w)).compute()
+            alone[name] = (
+                State(make_kernel(name, RESIDUAL, empty=empty)).update(to(s), to(y), to(m), to(w)).compute()
+            )
         except Exception:
             alone[name] = None
     if any(v is None for v in alone.values()):  # a member with nothing to report: the collection refuses
@@ -379,7 +384,9 @@ def test_collection_names_and_success_is_hit_rate():
     assert isinstance(make_kernel("GAUC"), GAUCKernel) and isinstance(make_kernel("auc"), AUCKernel)
     assert isinstance(make_kernel("F1@3"), F1Kernel) and make_kernel("F1@3").top_k == [3]
     assert isinstance(make_kernel("ERR@10"), ERRKernel) and isinstance(make_kernel("RBP@5"), RBPKernel)
-    assert ListMetrics(["rbp@3", "auc"]).reported == ["rbp@3", "rbp@3_residual", "auc"]
+    assert ListMetrics(["rbp@3", "auc"]).reported == ["rbp@3", "auc"]
+    with_residual = ListMetrics(["rbp@3", "auc"], defaults={"rbp": {"residual": True}})
+    assert with_residual.reported == ["rbp@3", "rbp@3_residual", "auc"]
     s = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.4]])
     y = np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
     got = State(ListMetrics(["success@1", "hit_rate@1"])).update(s, y).compute()
@@ -401,7 +408,7 @@ def test_confidence_gives_the_reference_standard_error(name):
         values = [ref.auc(s[b], y[b], None, valid=m[b]) for b in range(20)]
         weights = [w[b] * m[b].sum() for b in range(20)]
     else:
-        kernel = RBPKernel(3, confidence=0.95)
+        kernel = RBPKernel(3, confidence=0.95, residual=True)
         values = [ref.rbp(s[b], y[b], 3, valid=m[b]) for b in range(20)]
         weights = list(w)
     pairs = [(v, wt) for v, wt in zip(values, weights, strict=True) if v is not None]
@@ -427,7 +434,7 @@ def run_engine(metrics, batches):
 IGNITE = {
     "F1": (lambda ks: rsi.F1(top_k=ks), ref.f1, {}, True),
     "ERR": (lambda ks: rsi.ERR(top_k=ks, max_grade=3), ref.err, {"max_grade": 3.0}, True),
-    "RBP": (lambda ks: rsi.RBP(top_k=ks, p=0.6), ref.rbp, {"p": 0.6}, True),
+    "RBP": (lambda ks: rsi.RBP(top_k=ks, p=0.6, residual=True), ref.rbp, {"p": 0.6}, True),
     "ListAUC": (lambda ks: rsi.ListAUC(), ref.auc, {}, False),
 }
 
@@ -493,6 +500,8 @@ def test_bad_options_raise_naming_the_argument(make, match):
         GAUCKernel(weight_by_size="yes")
     with pytest.raises(TypeError, match="graded"):
         RBPKernel(graded=1)
+    with pytest.raises(TypeError, match="residual"):
+        RBPKernel(residual="yes")
 
 
 @pytest.mark.parametrize("name", ["auc@5", "GAUC@3", "rprec@2"])

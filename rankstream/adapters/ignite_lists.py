@@ -63,6 +63,8 @@ LIST_ARGS: dict[str, Any] = {
     "gdeval's); labels above it count as ``g_max``.",
     "p": "the persistence, in (0, 1) (default {default}, ir_measures').",
     "graded": "False (default: binary gains) or True (the labels of the relevant items as gains, ranx's).",
+    "residual": "False (default: the value alone) or True: ``compute()`` also reports the mean residual "
+    "``p^min(k, n)`` (a mapping of ``value`` and ``residual``; the engine gets ``name_residual``).",
     "weight_by_size": {
         False: "False (default: each list weighs its ``sample_weight``) or True (times its number of "
         "items: the impression-weighted GAUC).",

@@ -34,6 +34,8 @@ ARGS: dict[str, str] = {
     "labels above it count as ``g_max``.",
     "p": "the persistence, in (0, 1) (default 0.8, ir_measures').",
     "graded": "False (default: binary gains) or True (the labels of the relevant items as gains, ranx's).",
+    "residual": "False (default: the value alone) or True: ``result()`` also reports the mean residual "
+    '``p^min(k, n)`` under ``name + "_residual"``.',
     "weight_by_size": "False (each list weighs its keras-rs weight; `ListAUC`'s default) or True (times "
     "its number of items: the impression-weighted GAUC, `GAUC`'s default).",
     "relevance_threshold": "relevant means ``y >= t`` (default 1.0, keras-rs's); None: ``y > 0``.",

@@ -375,9 +375,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 Per list ``RBP@k = (1 - p) sum_{j<=k} r_j p^(j-1)`` (``r_j`` the relevance of the item
                 ranked ``j``-th by ``y_pred``: binary, or the label with ``graded=True``), read over the
                 whole list by default (``top_k`` truncates it); the mean over the lists (weighted by
-                ``sample_weight``). ``compute()`` returns ``{"value": ..., "residual": ...}``, the residual
-                ``p^min(k, n)`` (what unseen items could add) averaged alike; attached as ``name``, the
-                engine gets ``name`` and ``name_residual``.
+                ``sample_weight``). With ``residual=True`` ``compute()`` returns
+                ``{"value": ..., "residual": ...}``, the residual ``p^min(k, n)`` (what unseen items could
+                add) averaged alike; attached as ``name``, the engine gets ``name`` and ``name_residual``.
                 """,
         ),
         keras=Presentation(
@@ -389,8 +389,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
 
                 Per list ``RBP@k = (1 - p) sum_{j<=k} r_j p^(j-1)`` (``r_j = [y >= 1]``, or the label with
                 ``graded=True``), the whole list with ``k=None``; the mean over the lists, weighted as
-                keras-rs. ``result()`` is ``{name: value, name + "_residual": ...}``, the residual
-                ``p^min(k, n)`` averaged alike.
+                keras-rs. With ``residual=True`` ``result()`` is ``{name: value, name + "_residual": ...}``,
+                the residual ``p^min(k, n)`` averaged alike.
                 """,
         ),
     ),

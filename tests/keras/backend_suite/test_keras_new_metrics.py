@@ -44,8 +44,8 @@ CASES = {
            False, False),
     "err": (lambda n: rk.ERR(3, max_grade=3, shuffle_ties=False, name=n), "err@3", ref.err,
             {"max_grade": 3.0}, False, False),
-    "rbp": (lambda n: rk.RBP(shuffle_ties=False, p=0.7, name=n), "rbp", ref.rbp, {"threshold": 1.0, "p": 0.7},
-            False, False),
+    "rbp": (lambda n: rk.RBP(shuffle_ties=False, p=0.7, residual=True, name=n), "rbp", ref.rbp,
+            {"threshold": 1.0, "p": 0.7}, False, False),
 }  # fmt: skip
 
 
@@ -96,7 +96,7 @@ def test_collection_names():
     metric = rk.ListMetrics(["f1@3", "err@3", "rbp", "auc", "success@2"], shuffle_ties=False)
     metric.update_state(y, s)
     got = {k: float(v) for k, v in metric.result().items()}
-    assert set(got) == {"f1@3", "err@3", "rbp", "rbp_residual", "auc", "success@2"}
+    assert set(got) == {"f1@3", "err@3", "rbp", "auc", "success@2"}
     f1 = rk.F1AtK(3, shuffle_ties=False)
     f1.update_state(y, s)
     assert got["f1@3"] == pytest.approx(float(f1.result()), **TOL)
