@@ -508,3 +508,12 @@ def test_bad_options_raise_naming_the_argument(make, match):
 def test_a_cut_off_on_a_metric_without_one_is_refused(name):
     with pytest.raises(ValueError, match="has no cut-off"):
         ListMetrics([name])
+
+
+@pytest.mark.parametrize("name", ["f1", "err", "rbp_graded", "auc"])
+def test_random_ties_are_accepted_and_change_nothing_without_ties(name):
+    make, _, _, _ = NEW[name]
+    s, y, m, w, ks = random_case(900, ties=False, min_n=3)
+    y[0, :2], m[0, :2], w[0] = [2.0, 0.0], True, 1.0
+    first = state_value(make(ks), [(s, y, m, w)])
+    assert state_value(make(ks, ties="random", seed=5), [(s, y, m, w)]) == pytest.approx(first, abs=1e-12)
