@@ -215,3 +215,72 @@ def weighted_mean_stderr(values: Sequence[float], weights: Sequence[float]) -> t
     m = math.fsum(w * v for v, w in zip(values, weights, strict=True)) / total_w
     ss = math.fsum((w * (v - m)) ** 2 for v, w in zip(values, weights, strict=True))
     return m, math.sqrt(n / (n - 1) * ss / total_w**2)
+
+
+def f1(scores, labels, k, *, valid=None, threshold=None) -> float | None:
+    """F1@k of one list, ``2 P R / (P + R)`` with ``P`` over ``k`` (the list's size when ``k`` is
+    None), 0 when both are 0; None when the list holds no relevant item."""
+    order = ranked_items(scores, valid)
+    n_rel = sum(1 for i in order if _relevant(labels[i], threshold))
+    if n_rel == 0:
+        return None
+    depth = len(order) if k is None else k
+    hits = sum(1 for i in order[:depth] if _relevant(labels[i], threshold))
+    p, r = hits / depth, hits / n_rel
+    return 0.0 if p + r == 0 else 2 * p * r / (p + r)
+
+
+def err(scores, labels, k, *, valid=None, threshold=None, max_grade: float = 4.0) -> float | None:
+    """ERR@k of one list (Chapelle et al. 2009): grades below 0 (or the threshold) count 0,
+    grades above ``max_grade`` count ``max_grade``; a running product of ``1 - R``."""
+    order = ranked_items(scores, valid)
+    if not any(_relevant(labels[i], threshold) for i in order):
+        return None
+    total, still = 0.0, 1.0
+    for j, i in enumerate(order[:k], start=1):
+        g = float(labels[i])
+        if threshold is not None and g < threshold:
+            g = 0.0
+        g = min(max(g, 0.0), max_grade)
+        r = (2.0**g - 1.0) / 2.0**max_grade
+        total += still * r / j
+        still *= 1.0 - r
+    return total
+
+
+def rbp(
+    scores, labels, k, *, valid=None, threshold=None, p: float = 0.8, graded: bool = False
+) -> float | None:
+    """RBP of one list read to depth ``k`` (None: the whole list): ``(1 - p) sum_j r_j p^(j-1)``,
+    ``r_j`` the binary relevance or (graded) the label of a relevant item."""
+    order = ranked_items(scores, valid)
+    if not any(_relevant(labels[i], threshold) for i in order):
+        return None
+    depth = len(order) if k is None else k
+    total = 0.0
+    for j, i in enumerate(order[:depth]):
+        if _relevant(labels[i], threshold):
+            total += (float(labels[i]) if graded else 1.0) * p**j
+    return (1.0 - p) * total
+
+
+def rbp_residual(scores, labels, k, *, valid=None, threshold=None, p: float = 0.8) -> float | None:
+    """The RBP residual of one list read to depth ``k``: ``(1 - p) sum_{j >= d} p^j`` summed
+    term by term to a negligible tail, ``d = min(k, n)``."""
+    order = ranked_items(scores, valid)
+    if not any(_relevant(labels[i], threshold) for i in order):
+        return None
+    depth = len(order) if k is None else min(k, len(order))
+    return (1.0 - p) * math.fsum(p**j for j in range(depth, depth + 2000))
+
+
+def auc(scores, labels, k=None, *, valid=None, threshold=None) -> float | None:
+    """The ROC AUC of one list by counting every (relevant, non-relevant) pair, ties one half;
+    None when the list lacks one of the classes."""
+    items = [i for i in range(len(scores)) if valid is None or valid[i]]
+    pos = [float(scores[i]) for i in items if _relevant(labels[i], threshold)]
+    neg = [float(scores[i]) for i in items if not _relevant(labels[i], threshold)]
+    if not pos or not neg:
+        return None
+    wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in pos for b in neg)
+    return wins / (len(pos) * len(neg))

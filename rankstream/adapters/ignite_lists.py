@@ -60,6 +60,18 @@ LIST_ARGS: dict[str, Any] = {
         "k": '``"k"`` (default) or ``"valid"`` (``min(k, items in the list)``).',
     },
     "discount": "a callable of the 1-based rank replacing ``1 / log2(rank + 1)``, or None.",
+    "max_grade": "the maximum grade ``g_max`` of ``R_j = (2^g - 1) / 2^g_max`` (default {default}, "
+    "gdeval's); labels above it count as ``g_max``.",
+    "p": "the persistence, in (0, 1) (default {default}, ir_measures').",
+    "graded": "False (default: binary gains) or True (the labels of the relevant items as gains, ranx's).",
+    "residual": "False (default: the value alone) or True: ``compute()`` also reports the mean residual "
+    "``p^min(k, n)`` (a mapping of ``value`` and ``residual``; the engine gets ``name_residual``).",
+    "weight_by_size": {
+        False: "False (default: each list weighs its ``sample_weight``) or True (times its number of "
+        "items: the impression-weighted GAUC).",
+        True: "True (default: each list weighs its number of items times its ``sample_weight``, the "
+        "impression-weighted GAUC) or False (its ``sample_weight`` alone).",
+    },
     "ties": '``"first"`` (the earlier index ranks first among equal scores, default) or ``"random"`` '
     "(a random order, seeded by ``seed``).",
     "seed": "seed of the random tie order (None: a random seed).",

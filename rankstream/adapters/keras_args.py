@@ -30,6 +30,14 @@ ARGS: dict[str, str] = {
     "denominator/map": '``"all"`` (``Z``, keras-rs, default) or ``"min"`` (the best numerator reachable '
     "in the top ``k``, ignite's ``min(R, k)`` for unit weights).",
     "denominator/precision": '``"valid"`` (``min(k, valid items)``, keras-rs, default) or ``"k"``.',
+    "max_grade": "the maximum grade ``g_max`` of ``R_j = (2^g - 1) / 2^g_max`` (default 4, gdeval's); "
+    "labels above it count as ``g_max``.",
+    "p": "the persistence, in (0, 1) (default 0.8, ir_measures').",
+    "graded": "False (default: binary gains) or True (the labels of the relevant items as gains, ranx's).",
+    "residual": "False (default: the value alone) or True: ``result()`` also reports the mean residual "
+    '``p^min(k, n)`` under ``name + "_residual"``.',
+    "weight_by_size": "False (each list weighs its keras-rs weight; `ListAUC`'s default) or True (times "
+    "its number of items: the impression-weighted GAUC, `GAUC`'s default).",
     "relevance_threshold": "relevant means ``y >= t`` (default 1.0, keras-rs's); None: ``y > 0``.",
     "relevance_threshold/gain": "labels below it count as 0 (default None: the labels as they are).",
     "empty": '``"zero"`` (keras-rs: a list without a relevant item scores 0, default) or ``"skip"`` '

@@ -36,13 +36,21 @@ _BATCH_CONVENTIONS = ("ties", "seed", "weighting", "negative_labels")
 
 def parse_name(name: str) -> tuple[str, int | None]:
     """``"nDCG@10"`` -> ``("ndcg", 10)``; ``"map"`` -> ``("map", None)``."""
-    m = re.fullmatch(r"\s*([A-Za-z_]+)\s*(?:@\s*([^\s@]*))?\s*", name) if isinstance(name, str) else None
+    m = (
+        re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:@\s*([^\s@]*))?\s*", name)
+        if isinstance(name, str)
+        else None
+    )
     row = BY_NAME.get(m.group(1).lower()) if m else None
     if row is None:
         raise ValueError(
             f"unknown list metric {name!r}: write one of {sorted(BY_NAME)} with @k (k >= 1) or without"
         )
     k = m.group(2)
+    if k is not None and not row.takes_k:
+        raise ValueError(
+            f"list metric {name!r} has no cut-off (it reads each list whole): write {m.group(1)}, got @{k}"
+        )
     if k is not None and not (k.isascii() and k.isdigit() and int(k) >= 1):
         raise ValueError(
             f"list metric {name!r}: k must be a positive integer (write {m.group(1)}@k with k >= 1, "

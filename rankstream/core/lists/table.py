@@ -20,13 +20,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rankstream.core.lists.auc import AUCKernel, GAUCKernel
 from rankstream.core.lists.base import WHOLE_LIST, ListKernel
 from rankstream.core.lists.dcg import DCGKernel
+from rankstream.core.lists.err import ERRKernel
+from rankstream.core.lists.f1 import F1Kernel
 from rankstream.core.lists.hit_rate import HitRateKernel
 from rankstream.core.lists.map import MAPKernel
 from rankstream.core.lists.ndcg import NDCGKernel
 from rankstream.core.lists.precision import PrecisionKernel
 from rankstream.core.lists.r_precision import RPrecisionKernel
+from rankstream.core.lists.rbp import RBPKernel
 from rankstream.core.lists.recall import RecallKernel
 from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
 
@@ -297,6 +301,155 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
 
                 Per list the precision at ``R``, the list's number of relevant items (``y >= 1``); each list
                 is ranked whole, so there is no ``k``; the mean over the lists, weighted as keras-rs.
+                """,
+        ),
+    ),
+    ListMetricRow(
+        name="f1",
+        aliases=(),
+        kernel=F1Kernel,
+        function="f1_at_k",
+        ignite=Presentation(
+            "F1",
+            doc="""\
+                F1 at k: per list the harmonic mean of ``P@k`` (over ``k``) and ``R@k``,
+                ``F1@k = 2 h / (k + R)`` with ``h`` the relevant items among the top ``k`` and ``R`` those
+                of the list (0 when ``h = 0``), as ranx's ``f1``; the mean over the lists (weighted by
+                ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
+                """,
+        ),
+        keras=Presentation(
+            "F1AtK",
+            defaults={"relevance_threshold": 1.0},
+            doc="""\
+                F1 at ``k`` (not in keras-rs; in its conventions).
+
+                Per list the harmonic mean of precision (over ``k``) and recall at ``k``,
+                ``2 h / (k + R)`` with ``h`` the relevant items (``y >= 1``) among the top ``k`` and ``R``
+                those of the list, as ranx's ``f1``; the mean over the lists, weighted as keras-rs.
+                """,
+        ),
+    ),
+    ListMetricRow(
+        name="err",
+        aliases=(),
+        kernel=ERRKernel,
+        function="err_at_k",
+        ignite=Presentation(
+            "ERR",
+            also=("ExpectedReciprocalRank",),
+            doc="""\
+                Expected reciprocal rank at k (Chapelle et al. 2009), as ir_measures' ``ERR@k`` (gdeval).
+
+                Per list ``ERR@k = sum_{j<=k} (R_j / j) prod_{i<j} (1 - R_i)`` with
+                ``R_j = (2^{g_j} - 1) / 2^{g_max}``, ``g_j`` the label of the item ranked ``j``-th by
+                ``y_pred`` clipped to ``[0, max_grade]`` (``g_max = max_grade``, 4 as gdeval); the mean over
+                the lists (weighted by ``sample_weight``). ``compute()`` returns a list ordered by sorted
+                ``top_k``.
+                """,
+        ),
+        keras=Presentation(
+            "ERR",
+            also=("ExpectedReciprocalRank",),
+            defaults={"relevance_threshold": None},
+            doc="""\
+                Expected reciprocal rank at ``k`` (not in keras-rs; in its conventions).
+
+                Per list ``ERR@k = sum_{j<=k} (R_j / j) prod_{i<j} (1 - R_i)`` with
+                ``R_j = (2^{g_j} - 1) / 2^{g_max}`` (``g_j`` the label clipped to ``[0, max_grade]``, 4 by
+                default as ir_measures' gdeval); the mean over the lists, weighted as keras-rs.
+                """,
+        ),
+    ),
+    ListMetricRow(
+        name="rbp",
+        aliases=(),
+        kernel=RBPKernel,
+        function="rbp_at_k",
+        ignite=Presentation(
+            "RBP",
+            also=("RankBiasedPrecision",),
+            doc="""\
+                Rank-biased precision (Moffat and Zobel 2008) with persistence ``p`` and its residual.
+
+                Per list ``RBP@k = (1 - p) sum_{j<=k} r_j p^(j-1)`` (``r_j`` the relevance of the item
+                ranked ``j``-th by ``y_pred``: binary, or the label with ``graded=True``), read over the
+                whole list by default (``top_k`` truncates it); the mean over the lists (weighted by
+                ``sample_weight``). With ``residual=True`` ``compute()`` returns
+                ``{"value": ..., "residual": ...}``, the residual ``p^min(k, n)`` (what unseen items could
+                add) averaged alike; attached as ``name``, the engine gets ``name`` and ``name_residual``.
+                """,
+        ),
+        keras=Presentation(
+            "RBP",
+            also=("RankBiasedPrecision",),
+            defaults={"relevance_threshold": 1.0},
+            doc="""\
+                Rank-biased precision with persistence ``p`` (not in keras-rs; in its conventions).
+
+                Per list ``RBP@k = (1 - p) sum_{j<=k} r_j p^(j-1)`` (``r_j = [y >= 1]``, or the label with
+                ``graded=True``), the whole list with ``k=None``; the mean over the lists, weighted as
+                keras-rs. With ``residual=True`` ``result()`` is ``{name: value, name + "_residual": ...}``,
+                the residual ``p^min(k, n)`` averaged alike.
+                """,
+        ),
+    ),
+    ListMetricRow(
+        name="auc",
+        aliases=(),
+        kernel=AUCKernel,
+        function="list_auc",
+        ignite=Presentation(
+            "ListAUC",
+            doc="""\
+                Per-list ROC AUC, averaged over the lists holding both classes (TorchRec's ``GAUCMetric``).
+
+                Per list ``AUC = P(score of a relevant item > score of a non-relevant one)``, ties counting
+                one half (scikit-learn's ``roc_auc_score`` of the list); lists with one class only are
+                skipped (or count 0 with ``ignore_zero_hits=False``); the mean over the lists, each weighing
+                its ``sample_weight`` (``weight_by_size=True``: times its number of items, `GAUC`).
+                ``compute()`` returns a float. Each list is sorted whole, so there is no ``top_k``.
+                """,
+        ),
+        keras=Presentation(
+            "ListAUC",
+            defaults={"relevance_threshold": 1.0},
+            doc="""\
+                Per-list ROC AUC (relevant meaning ``y >= 1``), averaged over the lists holding both classes.
+
+                Per list the probability that a relevant item scores above a non-relevant one, ties counting
+                one half; the mean over the lists, weighted as keras-rs (``weight_by_size=True``: each list
+                also weighs its number of items, `GAUC`). Each list is sorted whole: there is no ``k``.
+                """,
+        ),
+    ),
+    ListMetricRow(
+        name="gauc",
+        aliases=(),
+        kernel=GAUCKernel,
+        function="group_auc",
+        ignite=Presentation(
+            "GAUC",
+            also=("GroupAUC",),
+            doc="""\
+                Group AUC weighted by impressions (the DIN paper's GAUC): ``sum_i n_i AUC_i / sum_i n_i``.
+
+                ``AUC_i`` the ROC AUC of list ``i`` (ties counting one half) and ``n_i`` its number of items
+                (times its ``sample_weight``), over the lists holding both classes (the others are skipped,
+                or count 0 with ``ignore_zero_hits=False``); ``weight_by_size=False`` is `ListAUC`.
+                ``compute()`` returns a float. Each list is sorted whole, so there is no ``top_k``.
+                """,
+        ),
+        keras=Presentation(
+            "GAUC",
+            also=("GroupAUC",),
+            defaults={"relevance_threshold": 1.0},
+            doc="""\
+                Group AUC weighted by impressions (the DIN paper's GAUC), relevant meaning ``y >= 1``.
+
+                ``sum_i w_i n_i AUC_i / sum_i w_i n_i`` over the lists holding both classes, ``AUC_i`` the
+                list's ROC AUC (ties counting one half), ``n_i`` its number of items, ``w_i`` its keras-rs
+                weight; ``weight_by_size=False`` is `ListAUC`. There is no ``k``.
                 """,
         ),
     ),
