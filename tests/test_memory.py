@@ -136,6 +136,18 @@ def test_a_masked_list_batch_holds_at_most_a_quarter_of_the_scores(batch, name):
     assert got <= LIST_SHARE * scores_bytes(batch), f"{name}: {got / scores_bytes(batch):.3f}x the scores"
 
 
+@pytest.mark.parametrize("make", [lambda: ri.ListAUC(), lambda: ri.GAUC()], ids=["auc", "gauc"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_per_list_auc_sorts_in_blocks_of_rows(batch, make, masked):
+    """AUC needs every item's place (a sort per list): lists are sorted in blocks of rows, so
+    the update holds at most a quarter of the scores; a mask adds the masked top-1 selection's
+    tile (an eighth of the scores), which the sort of a block then comes on top of."""
+    out = (batch["scores"], batch["labels"]) + (({"mask": batch["mask"]},) if masked else ())
+    got = engine_peak(make, [out])
+    bound = LIST_SHARE + (0.125 if masked else 0.0)
+    assert got <= bound * scores_bytes(batch), f"{got / scores_bytes(batch):.3f}x the scores"
+
+
 @pytest.mark.parametrize("name", ["MAP", "NDCG", "ListMetrics"])
 def test_a_mask_on_a_smaller_batch_makes_no_copy_of_it(name):
     """1,024 x 1,024 float32 (4 MiB, below one tile of the counting passes): the masked top-k

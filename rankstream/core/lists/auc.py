@@ -28,7 +28,8 @@ value: ties are counted one half whatever their order.
 Cost: there is no ``k``; every item's place is needed, so the metric sorts every list whole
 (one top-``N`` of the scores, i.e. a sort per row) and once more to find where each run of equal
 scores starts (one top-``N`` of a ``(B, N)`` key), then a few cumulative sums and gathers over
-``(B, N)``. The base's own selection is only the top 1.
+``(B, N)``, in blocks of rows where values are read back (eager): a block's temporaries stay a
+small share of the batch. The base's own selection is only the top 1.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ from rankstream.core.lists.binary import BinaryListKernel
 
 #: where the scores of the batch wait for the metric in the selection's shared dict
 _SCORES = "auc_scores"
+#: from this many scores on (eager), the lists are sorted in this many blocks of rows: each
+#: block's sort makes about a dozen float64 and int64 temporaries of its size
+_BLOCK_FROM, _BLOCKS = 1 << 16, 256
 
 
 def midrank_auc(ops: Any, scores: Array, pos: Array, neg: Array) -> tuple[Array, Array, Array]:
@@ -101,20 +105,38 @@ class AUCKernel(BinaryListKernel):
         return 1
 
     def list_values(self, sel: Selection) -> ListOutput:
+        ops = sel.ops
+        scores = sel.shared[_SCORES][0]
+        b, n = int(scores.shape[0]), int(scores.shape[1])
+        # where values are read back (eager), large batches go in blocks of rows: the sort and
+        # its dozen (rows, N) temporaries of each block stay a small share of the scores
+        step = max(1, b // _BLOCKS) if sel.ctx.read_back and b * n >= _BLOCK_FROM else b
+        parts = [self._block(sel, slice(a, min(a + step, b))) for a in range(0, b, step)]
+        if len(parts) == 1:
+            auc, n_pos, n_neg, w_rel = parts[0]
+        else:
+            auc, n_pos, n_neg = (ops.concat([p[i] for p in parts], axis=0) for i in range(3))
+            w_rel = None if parts[0][3] is None else ops.concat([p[3] for p in parts], axis=0)
+        return ListOutput(auc[:, None], (n_pos > 0) & (n_neg > 0), n_pos, w_rel)
+
+    def _block(self, sel: Selection, rows: slice) -> tuple[Array, Array, Array, Array | None]:
+        """``(AUC, P, Q, W)`` of the lists ``rows`` (``W``: the relevant items' weight sums
+        under per-item weights, else None)."""
         ops, acc = sel.ops, sel.positions.dtype
         scores, valid = sel.shared[_SCORES]
-        rel = self.is_relevant(sel, sel.item_labels)
+        scores = scores[rows]
+        rel = self.is_relevant(sel, sel.item_labels[rows])
         if valid is None:
             pos, neg = rel, 1.0 - rel
             key = scores
         else:
-            member = ops.cast(valid, acc)
+            member = ops.cast(valid[rows], acc)
             pos, neg = rel * member, (1.0 - rel) * member
-            key = ops.where(valid, scores, float("-inf"))
+            key = ops.where(valid[rows], scores, float("-inf"))
         auc, n_pos, n_neg = midrank_auc(ops, key, pos, neg)
         w = sel.full_item_weights
-        w_rel = None if w is None else ops.sum(pos * w, axis=1)
-        return ListOutput(auc[:, None], (n_pos > 0) & (n_neg > 0), n_pos, w_rel)
+        w_rel = None if w is None else ops.sum(pos * w[rows], axis=1)
+        return auc, n_pos, n_neg, w_rel
 
     def outputs(self, sel: Selection, invalid: Array | None) -> ListOutput:
         """The base's outputs; with ``weight_by_size`` each list's weight times its number of
@@ -125,7 +147,7 @@ class AUCKernel(BinaryListKernel):
             if sel.full_valid is None:
                 size = ops.zeros((sel.item_labels.shape[0],), sel.positions, acc) + float(sel.n)
             else:
-                size = ops.sum(ops.cast(sel.full_valid, acc), axis=1)
+                size = ops.row_count(sel.full_valid, acc, sel.ctx.workspace)  # tile by tile
             out.weights = size if out.weights is None else out.weights * size
         return out
 
