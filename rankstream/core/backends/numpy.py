@@ -251,6 +251,40 @@ class NumpyOps(Ops):
             return np.where(drop, -np.inf, scores)
         return np.where(keep, scores, -np.inf)
 
+    # -- tie groups -----------------------------------------------------------------------
+    def run_bounds(self, new: Array) -> tuple[Array, Array]:
+        """For a ``(B, K)`` bool array, True where a run starts (column 0 always is), each
+        position's run start and run end (0-based, int64): a cumulative max and a reversed
+        cumulative min."""
+        k = new.shape[1]
+        pos = np.arange(k, dtype=np.int64)
+        start = np.maximum.accumulate(np.where(new, pos, 0), axis=1)
+        last = np.concatenate([new[:, 1:], np.ones_like(new[:, :1])], axis=1)
+        end = np.minimum.accumulate(np.where(last, pos, k - 1)[:, ::-1], axis=1)[:, ::-1]
+        return start, np.ascontiguousarray(end)
+
+    def tie_sums(
+        self, scores: Array, v: Array, valid: Array | None, items: list[Array | None], fn: Any,
+        acc: Any, ws: Workspace | None = None,
+    ) -> tuple[Array, Array | None]:  # fmt: skip
+        """Per row, over the valid items scored exactly ``v`` (``(B,)``): their count and the
+        sum of ``fn(*items)`` (``fn`` None: no sum), in ``acc``. Rows are taken in blocks of
+        about ``2^20`` values, so the scratch is a small fraction of a large batch."""
+        b, n = scores.shape
+        step = max(1, min(b, max(min(1 << 20, (b * n) // 16), 1 << 12) // max(n, 1)))
+        count = np.zeros(b, dtype=acc)
+        total = None if fn is None else np.zeros(b, dtype=acc)
+        for a in range(0, b, step):
+            part = slice(a, min(a + step, b))
+            tie = scores[part] == v[part, None]
+            if valid is not None:
+                tie &= valid[part]
+            count[part] = np.count_nonzero(tie, axis=1)
+            if total is not None:
+                x = fn(*(None if it is None else it[part] for it in items))
+                total[part] = np.sum(np.where(tie, x, 0.0), axis=1)
+        return count, total
+
     def histogram(self, values: Array, weights: Array, edges: Array) -> Array:
         """``(T, H)``: per row ``t`` of ``values`` ``(T, n)`` and bin ``i``, the sum of
         ``weights`` ``(n,)`` whose values lie in ``[edges[i], edges[i + 1])`` (``H =

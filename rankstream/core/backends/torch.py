@@ -508,6 +508,43 @@ class TorchOps(Ops):
             return torch.where(drop, fill, scores, out=out)
         return torch.where(keep, scores, fill, out=out)
 
+    # -- tie groups -----------------------------------------------------------------------
+    def run_bounds(self, new: Array) -> tuple[Array, Array]:
+        """See :meth:`rankstream.core.backends.numpy.NumpyOps.run_bounds`: ``torch.cummax``
+        forwards and on the flipped array."""
+        k = int(new.shape[1])
+        pos = torch.arange(k, device=new.device, dtype=torch.int64)
+        start = torch.cummax(torch.where(new, pos, 0), dim=1).values
+        last = torch.cat([new[:, 1:], torch.ones_like(new[:, :1])], dim=1)
+        back = torch.flip(torch.where(last, (k - 1) - pos, 0), dims=[1])
+        end = (k - 1) - torch.flip(torch.cummax(back, dim=1).values, dims=[1])
+        return start, end
+
+    def tie_sums(
+        self, scores: Array, v: Array, valid: Array | None, items: list[Array | None], fn: Any,
+        acc: Any, ws: Workspace | None = None,
+    ) -> tuple[Array, Array | None]:  # fmt: skip
+        """See :meth:`rankstream.core.backends.numpy.NumpyOps.tie_sums`. On CPU tile by tile
+        (:func:`_tiles`, an eighth of the batch at most): the comparison and ``fn`` of each
+        tile only, never a full-size temporary."""
+        b, n = int(scores.shape[0]), int(scores.shape[1])
+        if not _cpu(scores) or ws is None or scores.numel() < _SMALL:
+            tiles = [(slice(0, b), slice(0, n))]
+        else:
+            tiles = _tiles(b, n)
+        count = torch.zeros(b, dtype=acc, device=scores.device)
+        total = None if fn is None else torch.zeros(b, dtype=acc, device=scores.device)
+        zero = torch.zeros((), dtype=acc, device=scores.device)
+        for r, c in tiles:
+            tie = scores[r, c] == v[r, None]
+            if valid is not None:
+                tie &= valid[r, c]
+            count[r] += tie.sum(dim=1, dtype=acc)
+            if total is not None:
+                x = fn(*(None if it is None else it[r, c] for it in items))
+                total[r] += torch.where(tie, x, zero).sum(dim=1)
+        return count, total
+
     def histogram(self, values: Array, weights: Array, edges: Array) -> Array:
         """``(T, H)``: per row of ``values`` ``(T, n)`` and bin ``i``, the sum of ``weights``
         ``(n,)`` with values in ``[edges[i], edges[i + 1])`` (``H = len(edges)``; below
