@@ -156,6 +156,24 @@ def test_every_metric_every_k_equals_the_enumeration(key: str, seed: int) -> Non
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("key", sorted(KERNELS))
+def test_a_selection_shorter_than_the_list(key: str) -> None:
+    """``max(k) = 3`` of 8 items: in some rows the group at position 3 goes on past the
+    selection (the comparison pass reads those rows only), in others it ends there."""
+    scores, labels, valid, _ = tied_batch(21, b=24)
+    cls, opts = KERNELS[key]
+    kernel = cls([2, 3], ties="expected", **opts)
+    want = reference_values(key, scores, labels, valid, None, [2, 3])
+    np.testing.assert_allclose(kernel.per_list(scores, labels, mask=valid)[0], want, rtol=1e-12, atol=1e-12)
+    t = [torch.tensor(a) for a in (scores, labels, valid)]
+    with host_batches(False):
+        got = kernel.per_list(t[0], t[1], mask=t[2])[0].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    with read_back(False):
+        got = kernel.per_list(t[0], t[1], mask=t[2])[0].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("key", ["ndcg", "map", "hit_rate", "reciprocal_rank", "precision"])
 def test_without_a_mask_and_on_every_path(key: str) -> None:
     """numpy, torch tensors on the host ops and on torch's own ops, and the no-read path (the
@@ -177,14 +195,14 @@ def test_without_a_mask_and_on_every_path(key: str) -> None:
         np.testing.assert_allclose(got_m, want_m, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("n", [30, 200])
+@pytest.mark.parametrize("n", [30, 200, 2000])
 def test_the_group_straddling_k_reaching_past_the_selection(n: int) -> None:
     """Long lists with three score levels: the group holding position ``K`` goes on far past
     the top ``K`` (its size and relevant count come from the comparison pass). Too long to
     enumerate: the reference is the group-by-group closed forms in exact rationals
     (:func:`_closed_form`; the enumeration checks those forms in ``docs/ties.md``)."""
     rng = np.random.default_rng(7)
-    b = 6
+    b = 6 if n < 1000 else 40  # 40 x 2000: torch's tiled pass (rows gathered per tile)
     scores = rng.integers(0, 3, size=(b, n)).astype(np.float64)
     labels = (rng.random((b, n)) < 0.3).astype(np.float64)
     ks = [1, 4, 10]

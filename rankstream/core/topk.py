@@ -55,6 +55,11 @@ class Ranked:
     also_ok: bool = False
     #: ``ties="expected"``: the scores of the selected items (B, K) (None otherwise)
     values: Array | None = None
+    #: ``ties="expected"``, read back: (B,) bool, the rows whose item at ``K`` ties with the
+    #: next one (their last tie group goes on past the selection), and their indices; None:
+    #: not known (every row may)
+    extends: Array | None = None
+    extend_rows: Array | None = None
 
 
 def check_ties(ties: str) -> str:
@@ -170,26 +175,36 @@ def _top_read_back(
 
 def _top_any_order(ctx: Context, scores: Array, k: int, valid: Array | None, also: Array | None) -> Ranked:
     """The top ``k`` in any order among equal scores, masked items last, with the selected
-    scores (``ties="expected"``). Read back: one ``topk`` (masked: tile by tile) and one read
-    (NaN, ``also``, and whether a valid ``-inf`` score met a masked item, which the ``-inf``
-    fill cannot tell apart: then those rows take the exact ``"first"`` order). Elsewhere: the
-    backend's exact ``topk_first``."""
+    scores (``ties="expected"``). Read back: one ``topk`` at ``k + 1`` (masked: tile by tile)
+    and one read (NaN, ``also``, whether some row's item at ``k`` ties with the next, and
+    whether a valid ``-inf`` score met a masked item, which the ``-inf`` fill cannot tell
+    apart: then the exact ``"first"`` order); the rows whose last group goes on past ``k`` are
+    read too (:attr:`Ranked.extend_rows`). Elsewhere: the backend's exact ``topk_first``."""
     ops = ctx.ops
     if not ctx.read_back:
         idx, nan_rows = ops.topk_first(scores, k, valid)
         return Ranked(idx, None, nan_rows, values=ops.take_along(scores, idx))
-    vals, idx = ops.topk(scores, k) if valid is None else ops.masked_topk(scores, k, valid, ctx.workspace)
+    n = scores.shape[-1]
+    kq = min(k + 1, n)
+    vals, idx = ops.topk(scores, kq) if valid is None else ops.masked_topk(scores, kq, valid, ctx.workspace)
     checks = [ops.any(ops.isnan(vals[:, 0]))]
     if also is not None:
         checks.append(also)
+    extends = vals[:, k] == vals[:, k - 1] if kq > k else None
+    if extends is not None:
+        checks.append(ops.any(extends))
     if valid is not None:  # -inf selected: a valid item scored -inf may sit after a masked one
-        checks.append(ops.any(vals[:, -1] == float("-inf")))
+        checks.append(ops.any(vals[:, k - 1] == float("-inf")))
     flags = ops.host_bools(ops.stack(checks))
     has_nan, also_ok = flags[0], also is not None and flags[1]
+    vals, idx = vals[:, :k], idx[:, :k]
     if valid is not None and flags[-1] and not has_nan:
         idx, _, _ = _top_read_back(ops, scores, k, valid, "first", None, None, None, ctx.workspace)
-        vals = ops.take_along(scores, idx)
-    return Ranked(idx, has_nan, None, also_ok, values=vals)
+        return Ranked(idx, has_nan, None, also_ok, values=ops.take_along(scores, idx))
+    if extends is None:  # the selection holds every item
+        return Ranked(idx, has_nan, None, also_ok, values=vals)
+    rows = ops.nonzero(extends) if flags[2 if also is not None else 1] else ops.nonzero(extends[:0])
+    return Ranked(idx, has_nan, None, also_ok, values=vals, extends=extends, extend_rows=rows)
 
 
 def _ties_matter(

@@ -329,11 +329,15 @@ class KerasOps(Ops):
 
     def tie_sums(
         self, scores: Array, v: Array, valid: Array | None, items: list[Array | None], fn: Any,
-        acc: Any, ws: Workspace | None = None,
+        acc: Any, ws: Workspace | None = None, rows: Array | None = None,
     ) -> tuple[Array, Array | None]:  # fmt: skip
         """See :meth:`rankstream.core.backends.numpy.NumpyOps.tie_sums`: whole-array
         ``keras.ops`` (XLA fuses the comparison, ``fn`` and the sums under ``jit``)."""
         k, dt = self.k, self._dtype(acc)
+        if rows is not None:
+            scores = k.take(scores, rows, axis=0)
+            valid = None if valid is None else k.take(valid, rows, axis=0)
+            items = [None if it is None else k.take(it, rows, axis=0) for it in items]
         tie = k.equal(scores, v[:, None])
         if valid is not None:
             tie = k.logical_and(tie, valid)

@@ -265,23 +265,26 @@ class NumpyOps(Ops):
 
     def tie_sums(
         self, scores: Array, v: Array, valid: Array | None, items: list[Array | None], fn: Any,
-        acc: Any, ws: Workspace | None = None,
+        acc: Any, ws: Workspace | None = None, rows: Array | None = None,
     ) -> tuple[Array, Array | None]:  # fmt: skip
-        """Per row, over the valid items scored exactly ``v`` (``(B,)``): their count and the
-        sum of ``fn(*items)`` (``fn`` None: no sum), in ``acc``. Rows are taken in blocks of
-        about ``2^20`` values, so the scratch is a small fraction of a large batch."""
-        b, n = scores.shape
+        """Per row, over the valid items scored exactly ``v`` (one value per row of the
+        result): their count and the sum of ``fn(*items)`` (``fn`` None: no sum), in ``acc``;
+        ``rows`` given: over those rows of the arrays, in that order. Rows are taken in blocks
+        of about ``2^20`` values, so the scratch is a small fraction of a large batch."""
+        n = scores.shape[1]
+        b = scores.shape[0] if rows is None else rows.shape[0]
         step = max(1, min(b, max(min(1 << 20, (b * n) // 16), 1 << 12) // max(n, 1)))
         count = np.zeros(b, dtype=acc)
         total = None if fn is None else np.zeros(b, dtype=acc)
         for a in range(0, b, step):
             part = slice(a, min(a + step, b))
-            tie = scores[part] == v[part, None]
+            pick = part if rows is None else rows[part]
+            tie = scores[pick] == v[part, None]
             if valid is not None:
-                tie &= valid[part]
+                tie &= valid[pick]
             count[part] = np.count_nonzero(tie, axis=1)
             if total is not None:
-                x = fn(*(None if it is None else it[part] for it in items))
+                x = fn(*(None if it is None else it[pick] for it in items))
                 total[part] = np.sum(np.where(tie, x, 0.0), axis=1)
         return count, total
 

@@ -522,26 +522,31 @@ class TorchOps(Ops):
 
     def tie_sums(
         self, scores: Array, v: Array, valid: Array | None, items: list[Array | None], fn: Any,
-        acc: Any, ws: Workspace | None = None,
+        acc: Any, ws: Workspace | None = None, rows: Array | None = None,
     ) -> tuple[Array, Array | None]:  # fmt: skip
         """See :meth:`rankstream.core.backends.numpy.NumpyOps.tie_sums`. On CPU tile by tile
-        (:func:`_tiles`, an eighth of the batch at most): the comparison and ``fn`` of each
-        tile only, never a full-size temporary."""
-        b, n = int(scores.shape[0]), int(scores.shape[1])
-        if not _cpu(scores) or ws is None or scores.numel() < _SMALL:
+        (:func:`_tiles`, an eighth of the batch at most; the rows gathered per tile): the
+        comparison and ``fn`` of each tile only, never a full-size temporary."""
+        n = int(scores.shape[1])
+        b = int(scores.shape[0]) if rows is None else int(rows.shape[0])
+        if not _cpu(scores) or ws is None or b * n < _SMALL:
             tiles = [(slice(0, b), slice(0, n))]
         else:
             tiles = _tiles(b, n)
         count = torch.zeros(b, dtype=acc, device=scores.device)
         total = None if fn is None else torch.zeros(b, dtype=acc, device=scores.device)
         zero = torch.zeros((), dtype=acc, device=scores.device)
+
+        def tile(x: Array, r: slice, c: slice) -> Array:
+            return x[r, c] if rows is None else torch.index_select(x[:, c], 0, rows[r])
+
         for r, c in tiles:
-            tie = scores[r, c] == v[r, None]
+            tie = tile(scores, r, c) == v[r, None]
             if valid is not None:
-                tie &= valid[r, c]
+                tie &= tile(valid, r, c)
             count[r] += tie.sum(dim=1, dtype=acc)
             if total is not None:
-                x = fn(*(None if it is None else it[r, c] for it in items))
+                x = fn(*(None if it is None else tile(it, r, c) for it in items))
                 total[r] += torch.where(tie, x, zero).sum(dim=1)
         return count, total
 

@@ -367,7 +367,9 @@ class ListKernel:
         if ranked.values is not None:  # ties="expected": the tie groups of the selection
             from rankstream.core.lists.ties import tie_groups
 
-            groups = tie_groups(ctx, ranked.values, in_list, scores, n, acc)
+            groups = tie_groups(
+                ctx, ranked.values, in_list, scores, n, acc, ranked.extends, ranked.extend_rows
+            )
         return Selection(
             ctx=ctx,
             k=k,

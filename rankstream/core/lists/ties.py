@@ -56,6 +56,8 @@ class TieGroups:
             when the selection holds every item.
         boundary: ``(B,)`` the score at position ``K`` (the open group's score).
         scores: the batch's ``(B, N)`` scores (the comparison pass reads them).
+        rows: the rows the comparison pass reads (None: all; those whose item at ``K`` ties
+            with the next one, where that is known).
     """
 
     start: Array
@@ -65,13 +67,17 @@ class TieGroups:
     open: Array | None
     boundary: Array
     scores: Array
+    rows: Array | None = None
 
 
 def tie_groups(
-    ctx: Context, values: Array, in_list: Array | None, scores: Array, n: int, acc: Any
-) -> TieGroups:
+    ctx: Context, values: Array, in_list: Array | None, scores: Array, n: int, acc: Any,
+    extends: Array | None = None, extend_rows: Array | None = None,
+) -> TieGroups:  # fmt: skip
     """The tie groups of a selection whose items have the scores ``values`` ``(B, K)``
-    (``in_list``: 1.0 where a position holds an item of the list, None: all do)."""
+    (``in_list``: 1.0 where a position holds an item of the list, None: all do). ``extends``
+    ``(B,)`` and ``extend_rows``: the rows whose group at ``K`` goes on past the selection and
+    their indices, where they are known (:class:`~rankstream.core.topk.Ranked`)."""
     ops = ctx.ops
     k = int(values.shape[1])
     differ = values[:, 1:] != values[:, :-1]
@@ -82,13 +88,18 @@ def tie_groups(
     pos = ops.arange(0, k, values, acc)
     start_f, end_f = ops.cast(start, acc), ops.cast(end, acc)
     is_open = None
-    if k < n:
+    if k < n and (extend_rows is None or int(extend_rows.shape[0]) > 0):
         is_open = end_f == float(k - 1)
         if in_list is not None:
             is_open = is_open & (in_list[:, -1:] > 0)
+        if extends is not None:
+            is_open = is_open & extends[:, None]
+    boundary = values[:, -1]
+    if extend_rows is not None and is_open is not None:
+        boundary = ops.take(boundary, extend_rows, axis=0)
     return TieGroups(
         start=start, end=end, offset=pos[None, :] - start_f, size=end_f - start_f + 1.0,
-        open=is_open, boundary=values[:, -1], scores=scores,
+        open=is_open, boundary=boundary, scores=scores, rows=extend_rows,
     )  # fmt: skip
 
 
@@ -106,6 +117,10 @@ def group_sums(
     t = tg.size
     if tg.open is not None:
         count, total = sel.once(("tie_sums", key), lambda: _pass(sel, item_fn))
+        if tg.rows is not None:  # the pass read those rows: back to one value per row
+            zeros = ops.zeros((int(x.shape[0]),), x, x.dtype)
+            count = ops.set_rows(zeros, tg.rows, count)
+            total = None if total is None else ops.set_rows(zeros, tg.rows, total)
         t = ops.where(tg.open, count[:, None], t)
         s = ops.where(tg.open, total[:, None], s)
     return t, s, before
@@ -115,7 +130,9 @@ def _pass(sel: Any, item_fn: Callable[..., Array] | None) -> tuple[Array, Array 
     tg = sel.ties
     items = [sel.item_labels, sel.full_item_weights]
     acc = sel.positions.dtype
-    return sel.ops.tie_sums(tg.scores, tg.boundary, sel.full_valid, items, item_fn, acc, sel.ctx.workspace)
+    return sel.ops.tie_sums(
+        tg.scores, tg.boundary, sel.full_valid, items, item_fn, acc, sel.ctx.workspace, rows=tg.rows
+    )
 
 
 def group_means(sel: Any, x: Array, key: Any, item_fn: Callable[..., Array]) -> Array:
