@@ -268,9 +268,10 @@ class NumpyOps(Ops):
         acc: Any, ws: Workspace | None = None, rows: Array | None = None,
     ) -> tuple[Array, Array | None]:  # fmt: skip
         """Per row, over the valid items scored exactly ``v`` (one value per row of the
-        result): their count and the sum of ``fn(*items)`` (``fn`` None: no sum), in ``acc``;
-        ``rows`` given: over those rows of the arrays, in that order. Rows are taken in blocks
-        of about ``2^20`` values, so the scratch is a small fraction of a large batch."""
+        result): their count and the sum of ``fn(*items)`` (``fn`` None: no sum; an elementwise
+        function, given the tied items' values only), in ``acc``; ``rows`` given: over those
+        rows of the arrays, in that order. Rows are taken in blocks of about ``2^20`` values,
+        so the scratch is a small fraction of a large batch."""
         n = scores.shape[1]
         b = scores.shape[0] if rows is None else rows.shape[0]
         step = max(1, min(b, max(min(1 << 20, (b * n) // 16), 1 << 12) // max(n, 1)))
@@ -282,10 +283,12 @@ class NumpyOps(Ops):
             tie = scores[pick] == v[part, None]
             if valid is not None:
                 tie &= valid[pick]
-            count[part] = np.count_nonzero(tie, axis=1)
+            r, c = np.nonzero(tie)  # the tied items only: fn reads their labels alone
+            size = part.stop - part.start
+            count[part] = np.bincount(r, minlength=size)
             if total is not None:
-                x = fn(*(None if it is None else it[pick] for it in items))
-                total[part] = np.sum(np.where(tie, x, 0.0), axis=1)
+                x = fn(*(None if it is None else it[pick][r, c] for it in items))
+                total[part] = np.bincount(r, weights=np.broadcast_to(x, r.shape), minlength=size)
         return count, total
 
     def histogram(self, values: Array, weights: Array, edges: Array) -> Array:

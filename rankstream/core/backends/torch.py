@@ -526,7 +526,8 @@ class TorchOps(Ops):
     ) -> tuple[Array, Array | None]:  # fmt: skip
         """See :meth:`rankstream.core.backends.numpy.NumpyOps.tie_sums`. On CPU tile by tile
         (:func:`_tiles`, an eighth of the batch at most; the rows gathered per tile): the
-        comparison and ``fn`` of each tile only, never a full-size temporary."""
+        comparison of each tile, then ``fn`` of its tied items only, never a full-size
+        temporary."""
         n = int(scores.shape[1])
         b = int(scores.shape[0]) if rows is None else int(rows.shape[0])
         if not _cpu(scores) or ws is None or b * n < _SMALL:
@@ -535,7 +536,6 @@ class TorchOps(Ops):
             tiles = _tiles(b, n)
         count = torch.zeros(b, dtype=acc, device=scores.device)
         total = None if fn is None else torch.zeros(b, dtype=acc, device=scores.device)
-        zero = torch.zeros((), dtype=acc, device=scores.device)
 
         def tile(x: Array, r: slice, c: slice) -> Array:
             return x[r, c] if rows is None else torch.index_select(x[:, c], 0, rows[r])
@@ -544,10 +544,12 @@ class TorchOps(Ops):
             tie = tile(scores, r, c) == v[r, None]
             if valid is not None:
                 tie &= tile(valid, r, c)
-            count[r] += tie.sum(dim=1, dtype=acc)
+            i, j = torch.nonzero(tie, as_tuple=True)  # the tied items only: fn reads their labels alone
+            part = count[r]
+            part.index_add_(0, i, torch.ones_like(i, dtype=acc))
             if total is not None:
-                x = fn(*(None if it is None else tile(it, r, c) for it in items))
-                total[r] += torch.where(tie, x, zero).sum(dim=1)
+                x = fn(*(None if it is None else tile(it, r, c)[i, j] for it in items))
+                total[r].index_add_(0, i, torch.broadcast_to(torch.as_tensor(x, dtype=acc), i.shape))
         return count, total
 
     def histogram(self, values: Array, weights: Array, edges: Array) -> Array:
