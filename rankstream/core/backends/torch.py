@@ -62,16 +62,19 @@ _TILE = 1 << 21
 #: and on smaller tiles that overhead shows (measured: a rank update at 256 x 5,000 with a few
 #: positives per row made some 1,500 calls in tiles of a sixteenth, 1.8x its time in one pass)
 _MIN_TILE = 1 << 18
+#: the fewest values of a tile of the tie pass (``tie_sums``): where every item of a tile ties,
+#: its tied items' indices take 16 bytes each
+_TIE_TILE = 1 << 16
 #: below this many values a masked ``topk`` masks a copy of the whole array (at most 8 MiB of
 #: float32): per tile it makes two calls, and on smaller arrays their overhead would show
 _TILED_TOPK = _TILE
 
 
-def _tiles(b: int, n: int, share: int = 8) -> list[tuple[slice, slice]]:
+def _tiles(b: int, n: int, share: int = 8, smallest: int = _MIN_TILE) -> list[tuple[slice, slice]]:
     """``(rows, columns)`` slices covering a ``(b, n)`` array in row-major tiles of at most
-    ``min(_TILE, b * n / share)`` values (at least 4096): whole rows where a row fits, else runs of
-    one row's columns."""
-    budget = max(min(_TILE, (b * n) // share), _MIN_TILE)
+    ``min(_TILE, b * n / share)`` values (at least ``smallest``): whole rows where a row fits,
+    else runs of one row's columns."""
+    budget = max(min(_TILE, (b * n) // share), smallest)
     if n <= budget:
         step = budget // n
         return [(slice(a, min(a + step, b)), slice(0, n)) for a in range(0, b, step)]
@@ -525,15 +528,15 @@ class TorchOps(Ops):
         acc: Any, ws: Workspace | None = None, rows: Array | None = None,
     ) -> tuple[Array, Array | None]:  # fmt: skip
         """See :meth:`rankstream.core.backends.numpy.NumpyOps.tie_sums`. On CPU tile by tile
-        (:func:`_tiles`, an eighth of the batch at most; the rows gathered per tile): the
+        (:func:`_tiles`, a 64th of the batch at most; the rows gathered per tile): the
         comparison of each tile, then ``fn`` of its tied items only, never a full-size
         temporary."""
         n = int(scores.shape[1])
         b = int(scores.shape[0]) if rows is None else int(rows.shape[0])
         if not _cpu(scores) or ws is None or b * n < _SMALL:
             tiles = [(slice(0, b), slice(0, n))]
-        else:
-            tiles = _tiles(b, n)
+        else:  # small tiles: a tile's tied items' indices (16 bytes each) stay small if all tie
+            tiles = _tiles(b, n, share=64, smallest=_TIE_TILE)
         count = torch.zeros(b, dtype=acc, device=scores.device)
         total = None if fn is None else torch.zeros(b, dtype=acc, device=scores.device)
 
