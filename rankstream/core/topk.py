@@ -6,7 +6,14 @@ resolved by the policy:
 
 * ``"first"``: the item with the smaller index ranks first (a stable sort; ignite's rule);
 * ``"random"``: a uniformly random order among tied items (keras-rs ``shuffle_ties=True``),
-  reproducible with a seed.
+  reproducible with a seed;
+* ``"expected"``: the metric is the exact expectation over every order of each group of tied
+  items (McSherry & Najork, ECIR 2008; :mod:`rankstream.core.lists.ties`). Any order of the
+  ``K`` selected items serves then, as long as masked items come last: the tie groups are read
+  off equal adjacent scores of the selection, and the group straddling position ``K`` is
+  completed by one comparison pass with its score. Where values are read back this is one
+  ``topk`` at ``K`` (no re-ranking of tied rows, no stable sort); elsewhere the backend's exact
+  ``topk_first``, as ``"first"``. :attr:`Ranked.values` holds the selected scores.
 
 Cost: one ``topk`` at ``K + 1`` over the scores. Ties can only change the result when two of
 the ``K + 1`` selected values are equal, which is read off the small ``(B, K + 1)``
@@ -32,7 +39,7 @@ from typing import Any
 
 from rankstream.core.backends import Array, Context, Ops, Workspace
 
-TIE_POLICIES = ("first", "random")
+TIE_POLICIES = ("first", "random", "expected")
 
 
 @dataclass
@@ -46,6 +53,13 @@ class Ranked:
     nan_rows: Array | None = None
     #: the ``also`` check of :func:`top_ranked` read back True (False: not read, or False)
     also_ok: bool = False
+    #: ``ties="expected"``: the scores of the selected items (B, K) (None otherwise)
+    values: Array | None = None
+    #: ``ties="expected"``, read back: (B,) bool, the rows whose item at ``K`` ties with the
+    #: next one (their last tie group goes on past the selection), and their indices; None:
+    #: not known (every row may)
+    extends: Array | None = None
+    extend_rows: Array | None = None
 
 
 def check_ties(ties: str) -> str:
@@ -76,6 +90,8 @@ def top_ranked(
     rows with another tie are re-ranked (the random stream is drawn as for any tie).
     """
     ops = ctx.ops
+    if ties == "expected":
+        return _top_any_order(ctx, scores, k, valid, also)
     if ctx.read_back:
         idx, has_nan, also_ok = _top_read_back(
             ops, scores, k, valid, ties, ctx.generator, also, labels, ctx.workspace
@@ -155,6 +171,40 @@ def _top_read_back(
             order = ops.cast(ops.lookup(perm, order), idx.dtype)
         idx = ops.set_rows(idx, rows, order)
     return idx[:, :k], has_nan, also_ok
+
+
+def _top_any_order(ctx: Context, scores: Array, k: int, valid: Array | None, also: Array | None) -> Ranked:
+    """The top ``k`` in any order among equal scores, masked items last, with the selected
+    scores (``ties="expected"``). Read back: one ``topk`` at ``k + 1`` (masked: tile by tile)
+    and one read (NaN, ``also``, whether some row's item at ``k`` ties with the next, and
+    whether a valid ``-inf`` score met a masked item, which the ``-inf`` fill cannot tell
+    apart: then the exact ``"first"`` order); the rows whose last group goes on past ``k`` are
+    read too (:attr:`Ranked.extend_rows`). Elsewhere: the backend's exact ``topk_first``."""
+    ops = ctx.ops
+    if not ctx.read_back:
+        idx, nan_rows = ops.topk_first(scores, k, valid)
+        return Ranked(idx, None, nan_rows, values=ops.take_along(scores, idx))
+    n = scores.shape[-1]
+    kq = min(k + 1, n)
+    vals, idx = ops.topk(scores, kq) if valid is None else ops.masked_topk(scores, kq, valid, ctx.workspace)
+    checks = [ops.any(ops.isnan(vals[:, 0]))]
+    if also is not None:
+        checks.append(also)
+    extends = vals[:, k] == vals[:, k - 1] if kq > k else None
+    if extends is not None:
+        checks.append(ops.any(extends))
+    if valid is not None:  # -inf selected: a valid item scored -inf may sit after a masked one
+        checks.append(ops.any(vals[:, k - 1] == float("-inf")))
+    flags = ops.host_bools(ops.stack(checks))
+    has_nan, also_ok = flags[0], also is not None and flags[1]
+    vals, idx = vals[:, :k], idx[:, :k]
+    if valid is not None and flags[-1] and not has_nan:
+        idx, _, _ = _top_read_back(ops, scores, k, valid, "first", None, None, None, ctx.workspace)
+        return Ranked(idx, has_nan, None, also_ok, values=ops.take_along(scores, idx))
+    if extends is None:  # the selection holds every item
+        return Ranked(idx, has_nan, None, also_ok, values=vals)
+    rows = ops.nonzero(extends) if flags[2 if also is not None else 1] else ops.nonzero(extends[:0])
+    return Ranked(idx, has_nan, None, also_ok, values=vals, extends=extends, extend_rows=rows)
 
 
 def _ties_matter(

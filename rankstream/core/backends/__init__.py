@@ -24,6 +24,11 @@ Conventions shared by every backend:
   backend and device support it.
 * ``xp`` is the elementwise math namespace (``exp``, ``where``, ...) of the backend, for the
   kernels' ``compute(sums, xp)``.
+* ``run_bounds(new)`` gives, for a ``(B, K)`` bool array marking where runs start, each
+  position's run start and end (0-based ints); ``tie_sums(scores, v, valid, items, fn, acc)``
+  is one comparison pass ``scores == v[:, None]`` over the valid items, returning per row the
+  count and the sum of ``fn(*item tiles)`` over them (on CPU torch tile by tile: no full-size
+  temporary).
 * ``host(arrays)`` names the ops that compute one batch of these arrays fastest: the backend
   itself, or for small CPU torch batches the numpy views of them (per-call overhead dominates
   there: a numpy call on a few thousand values costs a fraction of a torch one). ``export``
@@ -105,6 +110,9 @@ OPS_METHODS = (
     "compare_counts",
     "rank_counts",
     "exclude",
+    # tie groups (ties="expected")
+    "run_bounds",
+    "tie_sums",
     # streamed distributions
     "histogram",
 )

@@ -316,6 +316,44 @@ class KerasOps(Ops):
             return self.k.where(drop, float("-inf"), scores)
         return self.k.where(keep, scores, float("-inf"))
 
+    # -- tie groups -----------------------------------------------------------------------
+    def run_bounds(self, new: Array) -> tuple[Array, Array]:
+        """See :meth:`rankstream.core.backends.numpy.NumpyOps.run_bounds`. A cumulative max
+        (and min) by doubling: ``ceil(log2 K)`` shifted ``maximum`` passes over the small
+        ``(B, K)`` array, static shapes (it traces; ``keras.ops`` has no cumulative max)."""
+        k = self.k
+        width = int(new.shape[1])
+        pos = k.arange(width, dtype="int32")[None, :]
+        start = k.where(new, pos, 0)
+        last = k.concatenate([new[:, 1:], k.ones_like(new[:, :1])], axis=1)
+        end = k.where(last, pos, width - 1)
+        step = 1
+        while step < width:
+            start = k.maximum(start, k.pad(start[:, :-step], ((0, 0), (step, 0))))
+            end = k.minimum(end, k.pad(end[:, step:], ((0, 0), (0, step)), constant_values=width - 1))
+            step *= 2
+        return start, end
+
+    def tie_sums(
+        self, scores: Array, v: Array, valid: Array | None, items: list[Array | None], fn: Any,
+        acc: Any, ws: Workspace | None = None, rows: Array | None = None,
+    ) -> tuple[Array, Array | None]:  # fmt: skip
+        """See :meth:`rankstream.core.backends.numpy.NumpyOps.tie_sums`: whole-array
+        ``keras.ops`` (XLA fuses the comparison, ``fn`` and the sums under ``jit``)."""
+        k, dt = self.k, self._dtype(acc)
+        if rows is not None:
+            scores = k.take(scores, rows, axis=0)
+            valid = None if valid is None else k.take(valid, rows, axis=0)
+            items = [None if it is None else k.take(it, rows, axis=0) for it in items]
+        tie = k.equal(scores, v[:, None])
+        if valid is not None:
+            tie = k.logical_and(tie, valid)
+        count = k.sum(k.cast(tie, dt), axis=1)
+        if fn is None:
+            return count, None
+        x = k.cast(fn(*items), dt)
+        return count, k.sum(k.where(tie, x, k.zeros_like(x)), axis=1)
+
     def histogram(self, values: Array, weights: Array, edges: Array) -> Array:
         """``(T, H)``: per row of ``values`` ``(T, n)`` and bin ``i``, the sum of ``weights``
         ``(n,)`` with values in ``[edges[i], edges[i + 1])`` (the outer bins open-ended): static

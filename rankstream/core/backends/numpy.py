@@ -260,6 +260,46 @@ class NumpyOps(Ops):
             return np.where(drop, -np.inf, scores)
         return np.where(keep, scores, -np.inf)
 
+    # -- tie groups -----------------------------------------------------------------------
+    def run_bounds(self, new: Array) -> tuple[Array, Array]:
+        """For a ``(B, K)`` bool array, True where a run starts (column 0 always is), each
+        position's run start and run end (0-based, int64): a cumulative max and a reversed
+        cumulative min."""
+        k = new.shape[1]
+        pos = np.arange(k, dtype=np.int64)
+        start = np.maximum.accumulate(np.where(new, pos, 0), axis=1)
+        last = np.concatenate([new[:, 1:], np.ones_like(new[:, :1])], axis=1)
+        end = np.minimum.accumulate(np.where(last, pos, k - 1)[:, ::-1], axis=1)[:, ::-1]
+        return start, np.ascontiguousarray(end)
+
+    def tie_sums(
+        self, scores: Array, v: Array, valid: Array | None, items: list[Array | None], fn: Any,
+        acc: Any, ws: Workspace | None = None, rows: Array | None = None,
+    ) -> tuple[Array, Array | None]:  # fmt: skip
+        """Per row, over the valid items scored exactly ``v`` (one value per row of the
+        result): their count and the sum of ``fn(*items)`` (``fn`` None: no sum; an elementwise
+        function, given the tied items' values only), in ``acc``; ``rows`` given: over those
+        rows of the arrays, in that order. Rows are taken in blocks of about ``2^20`` values,
+        so the scratch is a small fraction of a large batch."""
+        n = scores.shape[1]
+        b = scores.shape[0] if rows is None else rows.shape[0]
+        step = max(1, min(b, max(min(1 << 20, (b * n) // 16), 1 << 12) // max(n, 1)))
+        count = np.zeros(b, dtype=acc)
+        total = None if fn is None else np.zeros(b, dtype=acc)
+        for a in range(0, b, step):
+            part = slice(a, min(a + step, b))
+            pick = part if rows is None else rows[part]
+            tie = scores[pick] == v[part, None]
+            if valid is not None:
+                tie &= valid[pick]
+            r, c = np.nonzero(tie)  # the tied items only: fn reads their labels alone
+            size = part.stop - part.start
+            count[part] = np.bincount(r, minlength=size)
+            if total is not None:
+                x = fn(*(None if it is None else it[pick][r, c] for it in items))
+                total[part] = np.bincount(r, weights=np.broadcast_to(x, r.shape), minlength=size)
+        return count, total
+
     def histogram(self, values: Array, weights: Array, edges: Array) -> Array:
         """``(T, H)``: per row ``t`` of ``values`` ``(T, n)`` and bin ``i``, the sum of
         ``weights`` ``(n,)`` whose values lie in ``[edges[i], edges[i + 1])`` (``H =

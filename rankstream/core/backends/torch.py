@@ -62,17 +62,20 @@ _TILE = 1 << 21
 #: and on smaller tiles that overhead shows (measured: a rank update at 256 x 5,000 with a few
 #: positives per row made some 1,500 calls in tiles of a sixteenth, 1.8x its time in one pass)
 _MIN_TILE = 1 << 18
+#: the fewest values of a tile of the tie pass (``tie_sums``): where every item of a tile ties,
+#: its tied items' indices take 16 bytes each
+_TIE_TILE = 1 << 16
 #: below this many values a masked ``topk`` masks a copy of the whole array (at most 256 KiB of
 #: float32): per tile it makes two calls, and on smaller arrays their overhead would show; from
 #: it on, tiles of an eighth of the batch (measured: no slower than one masked copy)
 _TILED_TOPK = _SMALL
 
 
-def _tiles(b: int, n: int, share: int = 8) -> list[tuple[slice, slice]]:
+def _tiles(b: int, n: int, share: int = 8, smallest: int = _MIN_TILE) -> list[tuple[slice, slice]]:
     """``(rows, columns)`` slices covering a ``(b, n)`` array in row-major tiles of at most
-    ``min(_TILE, b * n / share)`` values (at least 4096): whole rows where a row fits, else runs of
-    one row's columns."""
-    budget = max(min(_TILE, (b * n) // share), _MIN_TILE)
+    ``min(_TILE, b * n / share)`` values (at least ``smallest``): whole rows where a row fits,
+    else runs of one row's columns."""
+    budget = max(min(_TILE, (b * n) // share), smallest)
     if n <= budget:
         step = budget // n
         return [(slice(a, min(a + step, b)), slice(0, n)) for a in range(0, b, step)]
@@ -517,6 +520,50 @@ class TorchOps(Ops):
         if keep is None:
             return torch.where(drop, fill, scores, out=out)
         return torch.where(keep, scores, fill, out=out)
+
+    # -- tie groups -----------------------------------------------------------------------
+    def run_bounds(self, new: Array) -> tuple[Array, Array]:
+        """See :meth:`rankstream.core.backends.numpy.NumpyOps.run_bounds`: ``torch.cummax``
+        forwards and on the flipped array."""
+        k = int(new.shape[1])
+        pos = torch.arange(k, device=new.device, dtype=torch.int64)
+        start = torch.cummax(torch.where(new, pos, 0), dim=1).values
+        last = torch.cat([new[:, 1:], torch.ones_like(new[:, :1])], dim=1)
+        back = torch.flip(torch.where(last, (k - 1) - pos, 0), dims=[1])
+        end = (k - 1) - torch.flip(torch.cummax(back, dim=1).values, dims=[1])
+        return start, end
+
+    def tie_sums(
+        self, scores: Array, v: Array, valid: Array | None, items: list[Array | None], fn: Any,
+        acc: Any, ws: Workspace | None = None, rows: Array | None = None,
+    ) -> tuple[Array, Array | None]:  # fmt: skip
+        """See :meth:`rankstream.core.backends.numpy.NumpyOps.tie_sums`. On CPU tile by tile
+        (:func:`_tiles`, a 64th of the batch at most; the rows gathered per tile): the
+        comparison of each tile, then ``fn`` of its tied items only, never a full-size
+        temporary."""
+        n = int(scores.shape[1])
+        b = int(scores.shape[0]) if rows is None else int(rows.shape[0])
+        if not _cpu(scores) or ws is None or b * n < _SMALL:
+            tiles = [(slice(0, b), slice(0, n))]
+        else:  # small tiles: a tile's tied items' indices (16 bytes each) stay small if all tie
+            tiles = _tiles(b, n, share=64, smallest=_TIE_TILE)
+        count = torch.zeros(b, dtype=acc, device=scores.device)
+        total = None if fn is None else torch.zeros(b, dtype=acc, device=scores.device)
+
+        def tile(x: Array, r: slice, c: slice) -> Array:
+            return x[r, c] if rows is None else torch.index_select(x[:, c], 0, rows[r])
+
+        for r, c in tiles:
+            tie = tile(scores, r, c) == v[r, None]
+            if valid is not None:
+                tie &= tile(valid, r, c)
+            i, j = torch.nonzero(tie, as_tuple=True)  # the tied items only: fn reads their labels alone
+            part = count[r]
+            part.index_add_(0, i, torch.ones_like(i, dtype=acc))
+            if total is not None:
+                x = fn(*(None if it is None else tile(it, r, c)[i, j] for it in items))
+                total[r].index_add_(0, i, torch.broadcast_to(torch.as_tensor(x, dtype=acc), i.shape))
+        return count, total
 
     def histogram(self, values: Array, weights: Array, edges: Array) -> Array:
         """``(T, H)``: per row of ``values`` ``(T, n)`` and bin ``i``, the sum of ``weights``

@@ -369,6 +369,13 @@ class ListKernel:
             in_list = ops.cast(member, acc)
             lab_sel = ops.where(member, lab_sel, 0.0)  # whatever a masked item holds (NaN too)
         w_sel = None if batch.item_weights is None else ops.take_along(batch.item_weights, idx)
+        groups = None
+        if ranked.values is not None:  # ties="expected": the tie groups of the selection
+            from rankstream.core.lists.ties import tie_groups
+
+            groups = tie_groups(
+                ctx, ranked.values, in_list, scores, n, acc, ranked.extends, ranked.extend_rows
+            )
         return Selection(
             ctx=ctx,
             k=k,
@@ -385,6 +392,7 @@ class ListKernel:
             nan_rows=ranked.nan_rows,
             values_ok=ranked.also_ok,
             shared=shared,
+            ties=groups,
         )
 
     def read_batch(

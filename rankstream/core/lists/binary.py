@@ -8,6 +8,13 @@ relevant item are skipped or counted per the ``empty`` policy, and per-item weig
 list its keras-rs weight from ``W = sum_i w_i rel_i`` (they do not enter the per-list values).
 Cost: the base's one top-``max(k)`` selection, one count of the relevant items, and a
 cumulative sum or two over the selection.
+
+With ``ties="expected"`` each value is its expectation over every order of the tied items
+(:mod:`~rankstream.core.lists.ties`): precision, recall and R-precision read each position's
+group mean of the relevance (:meth:`BinaryListKernel.expected_relevance`), hit rate and
+reciprocal rank the probability that the first relevant item sits at each position
+(:meth:`BinaryListKernel.first_relevant`); the group straddling the selection's end is counted
+by one comparison pass over the batch.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import Any
 
 from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListKernel, ListOutput, Selection
+from rankstream.core.lists.ties import first_relevant, group_means
 
 
 class BinaryListKernel(ListKernel):
@@ -37,8 +45,33 @@ class BinaryListKernel(ListKernel):
         return self.is_relevant(sel, sel.labels), self.count_relevant(sel), w_rel
 
     def hits(self, sel: Selection, rel: Array) -> Array:
-        """The relevant items among the top ``k`` ``(B, len(top_k))``, at every ``k``."""
-        return self.cut(sel, sel.ops.cumsum(rel, axis=1))
+        """The relevant items among the top ``k`` ``(B, len(top_k))``, at every ``k`` (their
+        expected number under ``ties="expected"``)."""
+        return self.cut(sel, sel.ops.cumsum(self.expected_relevance(sel, rel), axis=1))
+
+    def relevance_key(self) -> tuple[str, Any]:
+        """What the comparison pass of ``ties="expected"`` sums for the relevance (per batch)."""
+        return ("relevant", self.conventions.relevance_threshold)
+
+    def item_relevance(self, sel: Selection) -> Any:
+        """The 0/1 relevance of the batch's items as a function of their labels (and item
+        weights): what the comparison pass of ``ties="expected"`` sums over the open group."""
+        return lambda labels, weights: self.is_relevant(sel, labels)
+
+    def expected_relevance(self, sel: Selection, rel: Array) -> Array:
+        """``rel`` ``(B, K)`` as it is, or under ``ties="expected"`` each position's expected
+        relevance (its tie group's mean)."""
+        if sel.ties is None:
+            return rel
+        return group_means(sel, rel, self.relevance_key(), self.item_relevance(sel))
+
+    def first_relevant(self, sel: Selection, rel: Array) -> Array:
+        """``(B, K)``: 1 at the first relevant position of each list (0 elsewhere), or under
+        ``ties="expected"`` the probability that the first relevant item is at each position."""
+        ops = sel.ops
+        if sel.ties is None:
+            return ops.where(ops.cumsum(rel, axis=1) == 1.0, rel, 0.0)
+        return first_relevant(sel, rel, self.relevance_key(), self.item_relevance(sel))
 
     def list_values(self, sel: Selection) -> ListOutput:
         rel, n_rel, w_rel = self.ranked_relevance(sel)

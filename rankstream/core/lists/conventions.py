@@ -4,8 +4,9 @@ The conventions are one frozen :class:`ListConventions` (each adapter picks its 
 
 * ``empty``: a list with no relevant item is ``"skip"``-ped (ignite's ``ignore_zero_hits``) or
   counted as ``"zero"`` (a list with no item at all, every item masked, is never counted);
-* ``ties``: ``"first"`` (earlier index ranks first) or ``"random"`` (see ``ranking``), with
-  ``seed``;
+* ``ties``: ``"first"`` (earlier index ranks first), ``"random"`` (with ``seed``) or
+  ``"expected"`` (the exact mean over every order of the tied items,
+  :mod:`~rankstream.core.lists.ties`; see :mod:`~rankstream.core.topk`);
 * ``weighting``: ``"list"`` (``sample_weight`` is one weight per list) or ``"keras_rs"``
   (scalar, per list or per item; per-item weights enter the per-list values, items weighted
   ``<= 0`` are dropped, and each list's weight is collapsed from its item weights as keras-rs's
@@ -39,8 +40,10 @@ class ListConventions:
     Attributes:
         empty: a list with no relevant item is ``"skip"``-ped (ignite's ``ignore_zero_hits``,
             default) or counted as ``"zero"`` (keras-rs).
-        ties: ``"first"`` (the earlier index ranks first among equal scores, default) or
-            ``"random"`` (a random order, seeded by ``seed``).
+        ties: ``"first"`` (the earlier index ranks first among equal scores, default),
+            ``"random"`` (a random order, seeded by ``seed``) or ``"expected"`` (the metric's
+            exact mean over every order of each group of equal scores; composes with every
+            other option: per-item weights weigh each order's ranking as without ties).
         seed: seed of the random tie order (None: a random seed).
         weighting: ``"list"`` (``sample_weight`` is one weight per list, default) or
             ``"keras_rs"`` (scalar, per list or per item, as keras-rs: per-item weights enter the

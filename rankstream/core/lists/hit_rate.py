@@ -9,6 +9,11 @@ list is clipped to the list, where ignite raises). Relevance, masks, the ``empty
 (ignite's ``ignore_zero_hits``), per-item weights and the cost as in
 :mod:`~rankstream.core.lists.binary`: a hit is a nonzero count of the relevant items in the top
 ``k``.
+
+With ``ties="expected"``: the probability of a hit over the orders of the tied items. With the
+group holding position ``k`` at positions ``a..a+t-1`` (``t`` items, ``r`` relevant) and no
+relevant item above it, that is the hypergeometric ``1 - C(t - r, m) / C(t, m)``,
+``m = k - a + 1`` of its places inside the top ``k`` (1 with a relevant item above it).
 """
 
 from __future__ import annotations
@@ -23,4 +28,6 @@ class HitRateKernel(BinaryListKernel):
     name = "hit_rate"
 
     def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
+        if sel.ties is not None:  # the probability of a relevant item in the top k
+            return self.cut(sel, sel.ops.cumsum(self.first_relevant(sel, rel), axis=1))
         return sel.ops.minimum(self.hits(sel, rel), 1.0)

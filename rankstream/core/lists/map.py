@@ -21,14 +21,24 @@ With per-item weights ``w`` (``weighting="keras_rs"`` and a ``(batch, num_items)
 ``AP@k = (1 / Z) * sum_{j <= k} w_(j) rel_j * P@j`` with ``Z = sum_i w_i rel_i`` (``"all"``)
 or, for ``"min"``, the sum of the ``k`` largest ``w_i rel_i`` (the best reachable numerator;
 ``min(R, k)`` for unit weights).
+
+With ``ties="expected"``: the expectation over every order of the tied items. ``Z`` does not
+depend on the order, and at position ``j``, the ``i``-th place (0-based) of a group of ``t``
+items with ``r`` relevant (``W`` their sum of ``w * rel``; ``W = r`` without item weights) and
+``R_-`` relevant items above it, ``E[w_(j) rel_(j) P@j] = (W / t)(R_- + 1 + i (r - 1) / (t - 1)) / j``
+(the item at ``j`` is each of the group's with probability ``1 / t``; each of the ``i`` places
+before it then holds one of the other ``r - 1`` relevant items with probability
+``(r - 1) / (t - 1)``). Summed over a group's places up to ``k`` this is MATH.md's closed form.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListOutput, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.lists.ties import average_precision_terms
 
 DENOMINATORS = ("min", "all")
 
@@ -51,8 +61,11 @@ class MAPKernel(BinaryListKernel):
     def list_values(self, sel: Selection) -> ListOutput:
         ops = sel.ops
         rel = self.is_relevant(sel, sel.labels)  # 0 on positions past the list's items
-        precision = ops.cumsum(rel, axis=1) / sel.positions
-        hits = precision * rel if sel.item_weights is None else precision * rel * sel.item_weights
+        if sel.ties is not None:  # each position's expected term over the orders of the tied items
+            hits = self.expected_terms(sel, rel)
+        else:
+            precision = ops.cumsum(rel, axis=1) / sel.positions
+            hits = precision * rel if sel.item_weights is None else precision * rel * sel.item_weights
         sum_prec = self.cut(sel, ops.cumsum(hits, axis=1))
         n_rel = self.count_relevant(sel)  # R
         w_rel = None
@@ -68,3 +81,12 @@ class MAPKernel(BinaryListKernel):
         else:
             denom = n_rel[:, None]
         return ListOutput(self.divide(sel, sum_prec, denom), n_rel > 0, n_rel, w_rel)
+
+    def expected_terms(self, sel: Selection, rel: Array) -> Array:
+        """``(B, K)``: ``E[w_(j) rel_(j) P@j]`` at each position over the orders of the tied
+        items (:func:`~rankstream.core.lists.ties.average_precision_terms`)."""
+        t = self.conventions.relevance_threshold
+        wrel = None if sel.item_weights is None else rel * sel.item_weights
+        weighted = lambda labels, weights: self.is_relevant(sel, labels) * weights  # noqa: E731
+        keys = (self.relevance_key(), ("weighted_relevant", t))
+        return average_precision_terms(sel, rel, wrel, keys, (self.item_relevance(sel), weighted))

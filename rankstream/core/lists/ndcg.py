@@ -19,6 +19,12 @@ weighted: ``DCG@k = sum_{j <= k} w_(j) g(y_(j)) d(j)`` and the ideal ranking ord
 by ``w_i g(y_i)``, so ``IDCG@k`` sums the ``k`` largest ``w_i g(y_i)`` times ``d(j)``. A
 callable gain (which need not be monotone in the label) always takes the ideal by gain,
 ``g(y_i)``, as keras-rs does; the named gains are monotone and keep one ``topk`` of the labels.
+
+With ``ties="expected"`` (scikit-learn's ``ndcg_score`` with ``ignore_ties=False``): the
+expectation over every order of the tied items. DCG is linear in the gains at each position,
+so ``E[DCG@k] = sum_{j <= k} d(j) G_c(j) / t_c(j)``, ``G_c`` the sum of the (weighted) gains
+of the ``t_c`` items of the tie group holding position ``j``; ``IDCG@k`` does not depend on the
+scores. The group straddling the selection's end is summed by one comparison pass.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 
 from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListKernel, ListOutput, Selection, call_user
+from rankstream.core.lists.ties import group_means
 
 GAIN_NAMES = ("exp_rank", "linear_rank")
 #: up to this many ranked labels per batch the ranking's and the ideal labels go through the gains
@@ -100,7 +107,25 @@ class NDCGKernel(ListKernel):
             gains = gains * sel.in_list
         if sel.item_weights is not None:
             gains = gains * sel.item_weights
+        if sel.ties is not None:  # each position's expected gain: its tie group's mean
+            gains = group_means(sel, gains, self.gain_key(), self.item_gain(sel))
         return cuts, sel.ops.matmul(gains, cuts)
+
+    def gain_key(self) -> tuple[Any, ...]:
+        """What the comparison pass of ``ties="expected"`` sums for the gains (per batch)."""
+        gain = self.gain if isinstance(self.gain, str) else id(self.gain_fn)
+        return ("gain", gain, self.conventions.relevance_threshold)
+
+    def item_gain(self, sel: Selection) -> Callable[..., Array]:
+        """The (weighted) gain of the batch's items as a function of their labels and item
+        weights: what the comparison pass of ``ties="expected"`` sums over the open group."""
+        acc = sel.positions.dtype
+
+        def gain(labels: Array, weights: Array | None) -> Array:
+            g = self._gains(sel, sel.ops.cast(labels, acc))
+            return g if weights is None else g * weights
+
+        return gain
 
     def discounts(self, sel: Selection) -> Array:
         """The discounts ``(K,)`` of the ranks 1..K."""
@@ -134,7 +159,10 @@ class NDCGKernel(ListKernel):
     def list_values(self, sel: Selection) -> ListOutput:
         ops = sel.ops
         named = sel.full_item_weights is None and isinstance(self.gain, str)
-        if named and sel.full_valid is None and sel.ctx.read_back and sel.labels.shape[0] * sel.k <= _STACKED:
+        if (
+            named and sel.full_valid is None and sel.ties is None and sel.ctx.read_back
+            and sel.labels.shape[0] * sel.k <= _STACKED
+        ):  # fmt: skip
             return self._stacked(sel)
         cuts, dcg = self.dcg(sel)
         if named:

@@ -14,6 +14,10 @@ and are skipped or counted per the ``empty`` policy. Per-item weights (``weighti
 do not enter the per-list value; they give each list its weight as keras-rs does, from
 ``sum_i w_i rel_i / sum_i rel_i``. Cost: the base's one top-``max(k)`` selection, one cumulative
 sum, one count of the relevant items.
+
+With ``ties="expected"``: ``E[P@k] = (1 / Z) sum_{j <= k} r_c(j) / t_c(j)``, each position's tie
+group's relevant share (``t_c`` items, ``r_c`` relevant), i.e.
+``(R_{c*-1} + (k - T_{c*-1}) r_{c*} / t_{c*}) / Z`` with ``c*`` the group holding position ``k``.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ whole list, and the temporaries of a ``(B, max R)`` selection. Elsewhere (an acc
 ``jit`` trace) reading ``max R`` would be a device sync or impossible, so the selection is the
 whole list: a top-``N`` of the scores, i.e. a sort of each row. Either way, one cumulative
 comparison with ``R`` and a sum per list follow.
+
+With ``ties="expected"``: ``E[RP] = (1 / R) sum_{j <= R} r_c(j) / t_c(j)``, each position's tie
+group's relevant share (P@k at ``k = R`` of each list); the group straddling ``R`` is complete
+in the selection or is its last group, counted by one comparison pass.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ class RPrecisionKernel(BinaryListKernel):
                 f"RPrecisionKernel reads the top R of every list: got a top-{sel.k} where R reaches "
                 f"{need} of {sel.n} items"
             )
+        rel = self.expected_relevance(sel, rel)  # each position's expected relevance (ties="expected")
         in_top_r = sel.ops.where(sel.positions[None, :] <= n_rel[:, None], rel, 0.0)
         return self.divide(sel, sel.ops.sum(in_top_r, axis=1), n_rel)[:, None]
 

@@ -8,6 +8,9 @@ For one list with binary relevance ``rel_j`` of the item ranked ``j``-th by the 
 (trec_eval ``recall_k``, torchmetrics ``RetrievalRecall``, keras-rs ``RecallAtK``). Relevance,
 masks, the ``empty`` policy, per-item weights and the cost as in
 :mod:`~rankstream.core.lists.binary`.
+
+With ``ties="expected"``: ``E[R@k] = (1 / R) sum_{j <= k} r_c(j) / t_c(j)`` (see
+:mod:`~rankstream.core.lists.precision`).
 """
 
 from __future__ import annotations

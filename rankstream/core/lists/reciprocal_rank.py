@@ -10,6 +10,11 @@ trec_eval ``recip_rank`` / ir_measures ``RR@k``; not PyKEEN's per-positive
 the position whose cumulative relevance first reaches 1. Relevance, masks, the ``empty`` policy
 and per-item weights as in :mod:`~rankstream.core.lists.precision`. Cost: one
 top-``max(k)`` selection, two cumulative sums, one count of the relevant items.
+
+With ``ties="expected"``: ``E[RR@k] = sum_{j <= k} P(first relevant item at j) / j`` over the
+orders of the tied items; only the first group holding a relevant item (``t`` items, ``r``
+relevant, from position ``a``) has a first relevant item, at its ``i``-th place (0-based) with
+probability ``C(t - 1 - i, r - 1) / C(t, r)`` (for one relevant item, ``(H_{a+t-1} - H_{a-1}) / t``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,5 @@ class ReciprocalRankKernel(BinaryListKernel):
     name = "reciprocal_rank"
 
     def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
-        ops = sel.ops
-        first = ops.where(ops.cumsum(rel, axis=1) == 1.0, rel, 0.0)  # 1 at the first relevant item
-        return self.cut(sel, ops.cumsum(first / sel.positions, axis=1))
+        first = self.first_relevant(sel, rel)  # 1 at the first relevant item (its probability)
+        return self.cut(sel, sel.ops.cumsum(first / sel.positions, axis=1))

@@ -1,6 +1,6 @@
 """One batch as a list metric sees it: the top-``K`` selection (:class:`Selection`), shared by
 every metric of a collection, and what it computes once per batch (the ideal ranking, the masked
-labels, the ranks' positions)."""
+labels, the ranks' positions) and, under ``ties="expected"``, its tie groups."""
 
 from __future__ import annotations
 
@@ -44,6 +44,9 @@ class Selection:
     has_nan: bool | None = None  # NaN scores among the items (where values were read back)
     nan_rows: Array | None = None  # (B,) rows with NaN scores (where values could not be read back)
     values_ok: bool = False  # labels and weights read back as fine with the ranking (no bad data)
+    #: ``ties="expected"``: the tie groups of the selection
+    #: (:class:`~rankstream.core.lists.ties.TieGroups`; None under the other policies)
+    ties: Any = None
 
     @property
     def ops(self) -> Ops:
