@@ -405,3 +405,50 @@ def test_per_list_weights() -> None:
     np.testing.assert_allclose(
         metric.compute(), (want[counted] * w[counted, None]).sum(0) / w[counted].sum(), rtol=1e-12, atol=1e-12
     )
+
+
+# -- the metrics beyond the eight: F1, RBP (linear in the ranked relevance), ERR, AUC ----------
+def _one_ranking_more(name: str, ys: list[float], k: int, opts: dict) -> float:
+    """F1@k and RBP@k of ONE ranking from their definitions (relevance: label > 0)."""
+    rel = [1.0 if y > 0 else 0.0 for y in ys]
+    kk = min(k, len(ys))
+    if name == "f1":  # P@k over k, even past the list's end (ranx, trec_eval)
+        hits, n_rel = sum(rel[:kk]), sum(rel)
+        return 2.0 * hits / (k + n_rel) if hits else 0.0
+    gains = [y * r for y, r in zip(ys, rel, strict=True)] if opts.get("graded") else rel
+    return (1.0 - 0.8) * sum(gains[j] * 0.8**j for j in range(kk))
+
+
+@pytest.mark.parametrize("name", ["f1", "rbp", "rbp_graded"])
+def test_f1_and_rbp_equal_the_enumeration(name: str) -> None:
+    scores, labels, valid, _ = tied_batch(seed=41, b=10, n=7)
+    base = "rbp" if name.startswith("rbp") else "f1"
+    opts = {"graded": True} if name == "rbp_graded" else {}
+    for k in (1, 3, 7):
+        metric = CoreListMetrics(
+            [f"{base}@{k}"], {base: opts} if opts else None, ties="expected", empty="zero"
+        )
+        got, counted, _ = metric.members[f"{base}@{k}"].per_list(scores, labels, valid)
+        for i in range(len(scores)):
+            if not counted[i]:
+                continue
+            items = [j for j in range(len(scores[i])) if valid[i][j]]
+            levels = sorted({float(scores[i][j]) for j in items}, reverse=True)
+            groups = [[j for j in items if float(scores[i][j]) == v] for v in levels]
+            values = [
+                _one_ranking_more(base, [float(labels[i][j]) for o in orders for j in o], k, opts)
+                for orders in itertools.product(*(itertools.permutations(g) for g in groups))
+            ]
+            assert got[i][0] == pytest.approx(math.fsum(values) / len(values), abs=1e-12), (name, k, i)
+
+
+def test_err_refuses_expected_ties_and_auc_counts_ties_one_half_already() -> None:
+    with pytest.raises(ValueError, match=r"ERR has no exact tie-expected form.*got ties='expected'"):
+        CoreListMetrics(["err@5"], ties="expected")
+    scores, labels, valid, _ = tied_batch(seed=42)
+    first = CoreListMetrics(["auc", "gauc"]).members
+    expected = CoreListMetrics(["auc", "gauc"], ties="expected").members
+    for name in ("auc", "gauc"):
+        a = first[name].per_list(scores, labels, valid)[0]
+        b = expected[name].per_list(scores, labels, valid)[0]
+        np.testing.assert_array_equal(a, b)

@@ -45,6 +45,12 @@ class ERRKernel(BinaryListKernel):
         if not (math.isfinite(max_grade) and 0 < max_grade <= 64):
             raise ValueError(f"max_grade must be a number in (0, 64], got {max_grade!r}")
         self.max_grade = float(max_grade)
+        if self.conventions.ties == "expected":  # ERR is a product along the ranking: no group mean
+            raise ValueError(
+                "ERR has no exact tie-expected form here (its value is a product along the ranking, "
+                "so the mean over the orders of tied items is not a group mean): use ties='first' "
+                "or ties='random', got ties='expected'"
+            )
 
     def list_values(self, sel: Selection) -> ListOutput:
         ops = sel.ops

@@ -27,10 +27,12 @@ class F1Kernel(BinaryListKernel):
     def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
         ops, hits = sel.ops, self.hits(sel, rel)
         acc = hits.dtype
-        if sel.in_list is None:
-            size = ops.zeros((hits.shape[0],), hits, acc) + float(sel.n)
-        else:
-            size = ops.sum(ops.cast(sel.full_valid, acc), axis=1)
+        size = None
+        if self.top_k[-1] >= WHOLE_LIST:  # the whole list: its number of items (tile by tile)
+            if sel.in_list is None:
+                size = ops.zeros((hits.shape[0],), hits, acc) + float(sel.n)
+            else:
+                size = ops.row_count(sel.full_valid, acc, sel.ctx.workspace)
         ks = [
             ops.zeros((hits.shape[0],), hits, acc) + float(k) if k < WHOLE_LIST else size for k in self.top_k
         ]

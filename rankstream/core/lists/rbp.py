@@ -35,6 +35,7 @@ import numpy as np
 
 from rankstream.core.lists.base import WHOLE_LIST, Array, ListField, ListOutput, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.lists.ties import group_means
 
 
 @dataclass
@@ -92,7 +93,14 @@ class RBPKernel(BinaryListKernel):
     def list_values(self, sel: Selection) -> ListOutput:
         ops = sel.ops
         rel, n_rel, w_rel = self.ranked_relevance(sel)
-        gains = rel * sel.labels if self.graded else rel
+        if self.graded:  # linear in the gains: under ties="expected" each position's group mean
+            gains = rel * sel.labels
+            if sel.ties is not None:
+                graded = lambda labels, weights: self.is_relevant(sel, labels) * labels  # noqa: E731
+                key = ("rbp_graded", self.conventions.relevance_threshold)
+                gains = group_means(sel, gains, key, graded)
+        else:
+            gains = self.expected_relevance(sel, rel)
         log_p = math.log2(self.p)
         weights = (1.0 - self.p) * ops.exp2((sel.positions - 1.0) * log_p)
         rbp = ops.matmul(gains, self.cut_weights(sel, weights))
@@ -102,7 +110,7 @@ class RBPKernel(BinaryListKernel):
         if sel.in_list is None:
             size = ops.zeros((rbp.shape[0],), rbp, acc) + float(sel.n)
         else:
-            size = ops.sum(ops.cast(sel.full_valid, acc), axis=1)
+            size = ops.row_count(sel.full_valid, acc, sel.ctx.workspace)  # tile by tile
         depth = ops.stack([ops.minimum(size, float(min(k, sel.n))) for k in self.top_k], axis=1)
         return RBPOutput(rbp, n_rel > 0, n_rel, w_rel, residual=ops.exp2(depth * log_p))
 
