@@ -50,6 +50,9 @@ ARGS: dict[str, str] = {
     "(``(M - E) / sqrt(Var)``), as PyKEEN's metric classes.",
     "state_dtype": '``"float64"``, ``"float32"`` (Kahan-compensated) or None (float64 where the backend '
     "has it).",
+    "ties": 'None (default: as ``shuffle_ties`` says) or the tie policy, overriding it: ``"first"``, '
+    '``"random"`` or ``"expected"`` (the exact mean over every order of the tied items: the '
+    "reproducible choice where scores tie).",
     "confidence": "None (default: ``result()`` is the value alone, as keras-rs) or a level in (0, 1), e.g. "
     '0.95: ``result()`` is ``{{name: value, name + "_stderr": ..., name + "_ci_low": ..., name + '
     '"_ci_high": ..., name + "_count": ...}}``, each a key of the logs: the standard error of the mean '

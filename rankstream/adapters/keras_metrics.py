@@ -21,6 +21,7 @@ from rankstream.core.inputs import check_k
 from rankstream.core.lists.collection import ListMetrics as ListMetricsKernel
 from rankstream.core.lists.ndcg import GAIN_NAMES
 from rankstream.core.lists.table import LIST_METRICS, WHOLE_LIST, ListMetricRow
+from rankstream.core.topk import check_ties
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
@@ -48,10 +49,19 @@ padding, +inf is bad data. ``sample_weight`` is a scalar, per list or per item, 
 keras-rs."""
 
 
-def keras_rs_conventions(shuffle_ties: bool) -> dict[str, str]:
+def tie_policy(shuffle_ties: bool, ties: str | None) -> str:
+    """The tie policy: ``ties`` where given (``"first"``, ``"random"`` or ``"expected"``), else
+    keras-rs's ``shuffle_ties`` (``"random"`` or ``"first"``)."""
+    if ties is None:
+        return "random" if shuffle_ties else "first"
+    return check_ties(ties)
+
+
+def keras_rs_conventions(shuffle_ties: bool, ties: str | None = None) -> dict[str, str]:
     """The list conventions of keras-rs: shuffled (or first-index) ties, per-item weights and
-    list weights collapsed as ``get_list_weights`` does, labels below 0 (and NaN) as padding."""
-    return {"ties": "random" if shuffle_ties else "first", "weighting": "keras_rs", "negative_labels": "mask"}
+    list weights collapsed as ``get_list_weights`` does, labels below 0 (and NaN) as padding;
+    ``ties`` (where given) overrides ``shuffle_ties``."""
+    return {"ties": tie_policy(shuffle_ties, ties), "weighting": "keras_rs", "negative_labels": "mask"}
 
 
 def seed_generator(shuffle_ties: bool, seed: Any) -> Any:
@@ -84,7 +94,8 @@ class _ListMetric(KernelMetric):
     threshold: ClassVar[float | None] = 1.0  # the default relevance_threshold
 
     def _setup(self, *, shuffle_ties: bool, seed: Any, name: str | None, dtype: Any, relevance_threshold: Any,
-               empty: str, state_dtype: str | None, confidence: float | None, k: int | None = None,
+               empty: str, state_dtype: str | None, confidence: float | None, ties: str | None = None,
+               k: int | None = None,
                gain_fn: Callable[[Any], Any] | str | None = None,
                rank_discount_fn: Callable[[Any], Any] | None = None, **options: Any) -> None:  # fmt: skip
         """The constructor of every list metric, given all of its class's arguments by name
@@ -98,12 +109,13 @@ class _ListMetric(KernelMetric):
         self.relevance_threshold, self.empty, self.confidence = relevance_threshold, empty, confidence
         for key, value in options.items():  # the kernel's own options: public settings
             setattr(self, key, value)
-        self.k, self.shuffle_ties, self.seed = check_k(k), shuffle_ties, seed
-        generator = seed_generator(shuffle_ties, seed)
+        self.k, self.shuffle_ties, self.seed, self.ties = check_k(k), shuffle_ties, seed, ties
+        seed_generator(shuffle_ties, seed)  # the arguments checked as given
+        generator = seed_generator(tie_policy(shuffle_ties, ties) == "random", seed)
         conv = {"relevance_threshold": relevance_threshold, "empty": empty, **kernel_kw}
         if confidence is not None:
             conv["confidence"] = confidence
-        conv.update(keras_rs_conventions(shuffle_ties))
+        conv.update(keras_rs_conventions(shuffle_ties, ties))
         top_k = [WHOLE_LIST if k is None else k] if self._row.takes_k else []
         kernel = self._row.kernel(*top_k, **conv)
         short = self._row.name
@@ -111,14 +123,18 @@ class _ListMetric(KernelMetric):
         super().__init__(kernel, name=name, dtype=dtype, seed_generator=generator, state_dtype=state_dtype)
 
     def get_config(self) -> dict[str, Any]:
-        return with_confidence(super().get_config(), self.confidence)
+        return with_confidence(super().get_config(), self.confidence, self.ties)
 
 
-def with_confidence(config: dict[str, Any], confidence: float | None) -> dict[str, Any]:
-    """A metric's config with its ``confidence`` level where one is set (without it, the config
-    of a metric reporting its value alone is as it always was)."""
+def with_confidence(
+    config: dict[str, Any], confidence: float | None, ties: str | None = None
+) -> dict[str, Any]:
+    """A metric's config with its ``confidence`` level and its ``ties`` policy where they are set
+    (without them, the config is as it always was)."""
     if confidence is not None:
         config["confidence"] = confidence
+    if ties is not None:
+        config["ties"] = ties
     return config
 
 
@@ -143,6 +159,7 @@ def _list_signature(row: ListMetricRow) -> tuple[inspect.Signature, dict[str, An
         "empty": ("str", "zero"),
         "state_dtype": ("str | None", None),
         "confidence": ("float | None", None),
+        "ties": ("str | None", None),
     }
     return signature(positional, keyword), {n: d for n, (_, d) in options.items()}, gain
 
@@ -240,6 +257,9 @@ class ListMetrics(KernelMetric):
             ``name + "_stderr"``, ``"_ci_low"``, ``"_ci_high"`` and ``"_count"`` in the result and
             the logs (the standard error of the mean over the lists, Student's t interval at
             that level, the lists counted).
+        ties: None (default: as ``shuffle_ties`` says) or the tie policy, overriding it:
+            ``"first"``, ``"random"`` or ``"expected"`` (the exact mean over every order of
+            the tied items: reproducible where scores tie).
     """
 
     _config = ("metrics", "shuffle_ties", "seed", "empty", "prefix")
@@ -247,15 +267,16 @@ class ListMetrics(KernelMetric):
     def __init__(self, metrics: list[str], shuffle_ties: bool = True, seed: Seed = None,
                  name: str | None = "list_metrics", dtype: Any = None, *, empty: str = "zero",
                  state_dtype: str | None = None, prefix: str = "",
-                 confidence: float | None = None) -> None:  # fmt: skip
+                 confidence: float | None = None, ties: str | None = None) -> None:  # fmt: skip
         self.metrics, self.shuffle_ties, self.seed, self.empty = list(metrics), shuffle_ties, seed, empty
-        self.confidence = confidence
-        conventions = keras_rs_conventions(shuffle_ties)
+        self.confidence, self.ties = confidence, ties
+        conventions = keras_rs_conventions(shuffle_ties, ties)
         kernel = ListMetricsKernel(
             metrics, COLLECTION_DEFAULTS, empty=empty, confidence=confidence, **conventions
         )
-        generator = seed_generator(shuffle_ties, seed)
+        seed_generator(shuffle_ties, seed)  # the arguments checked as given
+        generator = seed_generator(conventions["ties"] == "random", seed)
         super().__init__(kernel, name, dtype, generator, state_dtype, prefix)
 
     def get_config(self) -> dict[str, Any]:
-        return with_confidence(super().get_config(), self.confidence)
+        return with_confidence(super().get_config(), self.confidence, self.ties)

@@ -121,3 +121,37 @@ def test_per_list_ndcg_under_jit_equals_the_enumeration() -> None:
         want = math.fsum(values) / len(values)
         logs = evaluate(None, scores[i : i + 1], labels[i : i + 1], weights[i : i + 1], True, model)
         assert logs["ndcg"] == pytest.approx(want, rel=RTOL, abs=ATOL), i
+
+
+def test_the_keras_rs_classes_take_ties_expected() -> None:
+    """``ties="expected"`` on the keras-rs classes and ``ListMetrics`` (overriding
+    ``shuffle_ties``): compile + evaluate under jit equals the eager core with the classes'
+    defaults and that policy; the option round-trips through the config and is validated."""
+    from rankstream.keras import NDCG, ListMetrics, MeanReciprocalRank
+
+    scores, labels, weights = data(5)
+    metrics = [
+        NDCG(3, name="ndcg", dtype="float64", ties="expected"),
+        MeanReciprocalRank(4, name="mrr", dtype="float64", ties="expected"),
+        ListMetrics(["map@5", "precision@3"], dtype="float64", ties="expected"),
+    ]
+    logs = evaluate(metrics, scores, labels, weights, jit=True)
+    want = {
+        "ndcg": NDCGKernel(3, relevance_threshold=None, ties="expected", **KERAS_RS),
+        "mrr": ReciprocalRankKernel(4, relevance_threshold=1.0, ties="expected", **KERAS_RS),
+        "map@5": MAPKernel(5, denominator="all", relevance_threshold=1.0, ties="expected", **KERAS_RS),
+        "precision@3": PrecisionKernel(
+            3, denominator="valid", relevance_threshold=1.0, ties="expected", **KERAS_RS
+        ),
+    }
+    for name, kernel in want.items():
+        got = logs[name]
+        assert got == pytest.approx(core_value(kernel, scores, labels, weights), rel=RTOL, abs=ATOL), name
+    assert NDCG.from_config(metrics[0].get_config()).kernel.conventions.ties == "expected"
+    assert "ties" not in NDCG(3).get_config()  # unset: the config as it always was
+    assert (
+        ListMetrics.from_config(metrics[2].get_config()).kernel.members["map@5"].conventions.ties
+        == "expected"
+    )
+    with pytest.raises(ValueError, match=r"ties must be one of .*got 'mean'"):
+        NDCG(3, ties="mean")
