@@ -72,8 +72,9 @@ LIST_ARGS: dict[str, Any] = {
         True: "True (default: each list weighs its number of items times its ``sample_weight``, the "
         "impression-weighted GAUC) or False (its ``sample_weight`` alone).",
     },
-    "ties": '``"first"`` (the earlier index ranks first among equal scores, default) or ``"random"`` '
-    "(a random order, seeded by ``seed``).",
+    "ties": '``"first"`` (the earlier index ranks first among equal scores, default), ``"random"`` '
+    '(a random order, seeded by ``seed``) or ``"expected"`` (the exact mean over every order of the '
+    "tied items: the reproducible choice where scores tie).",
     "seed": "seed of the random tie order (None: a random seed).",
     "confidence": "None (default: ``compute()`` returns the value alone, as ignite) or a level in (0, 1), "
     'e.g. 0.95: ``compute()`` returns ``{"value", "stderr", "ci_low", "ci_high", "count"}`` (the '
