@@ -6,7 +6,10 @@ Beside each time, the peak of the temporary memory of one update
 (:func:`benchmarks.common.peak_temp_bytes`: torch's allocations replayed from its profiler,
 numpy's traced), in MiB and as a multiple of the scores' bytes, for a fresh metric (what it
 allocates and keeps counts too) after another instance ran on the same shapes. The binary case
-adds a masked batch (a ragged mask) and R-Precision.
+adds a masked batch (a ragged mask), R-Precision, the statistics (``confidence=0.95``, against the
+same metric without) and a paired comparison of two rankers (against one metric on one ranker);
+a third case rounds the scores to 2 decimals (ties everywhere) and times ``ties="expected"``
+against ``ties="first"``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import torch
 from ignite.metrics.rec_sys import NDCG as IgniteNDCG
 
 from benchmarks.common import PEAK_COLUMNS, markdown_table, median_ms, peak_columns
-from rankstream.ignite import MAP, NDCG, ListMetrics, RPrecision
+from rankstream.ignite import MAP, NDCG, ListMetrics, PairedComparison, RPrecision
 
 KS = [1, 5, 10, 20]
 # five metrics at k in {5, 10, 20} from one selection, against NDCG alone at those k
@@ -72,14 +75,51 @@ def run(quick: bool = False) -> list[dict]:
         ]
         if labels == "binary":
             masked = (s, y, {"mask": ragged_mask(batch, items)})
+            t_map = measured[1][1]
+            t_ci, p_ci = timed(lambda: NDCG(top_k=KS, confidence=0.95), (s, y), nbytes, repeat)
+            t_map_ci, p_map_ci = timed(lambda: MAP(top_k=KS, confidence=0.95), (s, y), nbytes, repeat)
+            other = s + 0.5 * torch.randn(s.shape, generator=torch.Generator().manual_seed(7))
+            two = ({"a": s, "b": other}, y)
+            pair = lambda: PairedComparison([f"ndcg@{k}" for k in KS], ["a", "b"])  # noqa: E731
+            t_pair, p_pair = timed(pair, two, nbytes, repeat)
             measured += [
                 ("rankstream MAP, ragged mask", *timed(lambda: MAP(top_k=KS), masked, nbytes, repeat), ""),
                 ("rankstream RPrecision (whole lists)", *timed(RPrecision, (s, y), nbytes, repeat), ""),
+                ("rankstream NDCG, confidence=0.95", t_ci, p_ci, f"{t_ci / t_ndcg:.2f}x without"),
+                ("rankstream MAP, confidence=0.95", t_map_ci, p_map_ci, f"{t_map_ci / t_map:.2f}x without"),
+                ("PairedComparison nDCG, 2 rankers", t_pair, p_pair, f"{t_pair / t_ndcg:.2f}x one NDCG"),
             ]
         for metric, ms, peak, peer in measured:
             rows.append(
                 {"case": case, "metric": metric, "ms": ms, "x floor": ms / floor, **peak, "peer / ours": peer}
             )
+    rows += tied_rows(batch, items, repeat)
+    return rows
+
+
+def tied_rows(batch: int, items: int, repeat: int) -> list[dict]:
+    """Scores rounded to 2 decimals (a few hundred distinct values per list: ties at every
+    cut-off), binary labels: each metric with ``ties="expected"`` against ``ties="first"``."""
+    s, y = make_data(batch, items)["binary"]
+    s = torch.round(s * 100.0) / 100.0
+    nbytes = s.numel() * s.element_size()
+    case = f"{batch}x{items} binary, scores rounded to 0.01"
+    floor = median_ms(lambda: torch.topk(s, max(KS), dim=-1), repeat)
+    rows = []
+    makers = {
+        "NDCG": lambda ties: NDCG(top_k=KS, ties=ties),
+        "MAP": lambda ties: MAP(top_k=KS, ties=ties),
+        "ListMetrics (15 names)": lambda ties: ListMetrics(COLLECTION, ties=ties),
+    }
+    for name, make in makers.items():
+        t_first, p_first = timed(lambda make=make: make("first"), (s, y), nbytes, repeat)
+        t_exp, p_exp = timed(lambda make=make: make("expected"), (s, y), nbytes, repeat)
+        rows += [
+            {"case": case, "metric": f"rankstream {name}, ties='first'", "ms": t_first,
+             "x floor": t_first / floor, **p_first, "peer / ours": ""},
+            {"case": case, "metric": f"rankstream {name}, ties='expected'", "ms": t_exp,
+             "x floor": t_exp / floor, **p_exp, "peer / ours": f"{t_exp / t_first:.2f}x ties='first'"},
+        ]  # fmt: skip
     return rows
 
 
