@@ -1,0 +1,226 @@
+"""Chance-adjusted list metrics (``chance=True``): per list the expectation, variance and best
+value of every list metric under a uniformly random ranking of the list's items, streamed as
+sums, and the ``expected``, ``adjusted`` and ``z`` they give.
+
+Independent references: exhaustive enumeration of every ordering of each list's valid items
+(lists of up to 8 items, graded labels, masks, weights), each ordering scored by the naive
+one-list-at-a-time functions of ``tests/reference.py``; the rank metrics'
+``RankBasedMetrics`` for lists with one relevant item (a rank task); Monte Carlo over random
+permutations for lists of 20,000 items; then batch and merge invariance, an Ignite ``Engine``
+run, ``ListMetrics`` and the functional forms."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+from ignite.engine import Engine
+
+from rankstream import (
+    DCGKernel,
+    HitRateKernel,
+    MAPKernel,
+    NDCGKernel,
+    PrecisionKernel,
+    RecallKernel,
+    ReciprocalRankKernel,
+    RPrecisionKernel,
+    State,
+    merge,
+)
+from rankstream import ListMetrics as CoreListMetrics
+from rankstream.core.functional import map_at_k, ndcg_at_k
+from rankstream.ignite import NDCG, ListMetrics, MeanReciprocalRank, RankBasedMetrics
+
+import reference as ref
+
+KS = [1, 2, 3, 5, 8, 10]
+CHANCE_FIELDS = ("chance_expected_sum", "chance_variance_sum", "chance_best_sum")
+
+
+def lin(y):
+    return y
+
+
+#: (kernel class, kernel options, the reference's per-list function, its options)
+CASES = {
+    "map_min": (MAPKernel, {}, ref.average_precision, {}),
+    "map_all_t2": (MAPKernel, {"denominator": "all", "relevance_threshold": 2.0}, ref.average_precision,
+                   {"denominator": "all", "threshold": 2.0}),
+    "ndcg_exp_t1": (NDCGKernel, {}, ref.ndcg, {"threshold": 1.0}),
+    "ndcg_lin_none": (NDCGKernel, {"gain": "linear_rank", "relevance_threshold": None}, ref.ndcg,
+                      {"gain": lin, "threshold": None}),
+    "ndcg_callable_t2": (NDCGKernel, {"gain": lambda y: y * y, "relevance_threshold": 2.0}, ref.ndcg,
+                         {"gain": lambda y: y * y, "threshold": 2.0}),
+    "dcg": (DCGKernel, {}, ref.dcg, {}),
+    "dcg_discount": (DCGKernel, {"discount": lambda j: 1.0 / j, "relevance_threshold": 1.0}, ref.dcg,
+                     {"discount": lambda j: 1.0 / j, "threshold": 1.0}),
+    "precision_k": (PrecisionKernel, {}, ref.precision, {}),
+    "precision_valid_t2": (PrecisionKernel, {"denominator": "valid", "relevance_threshold": 2.0}, ref.precision,
+                           {"denominator": "valid", "threshold": 2.0}),
+    "recall": (RecallKernel, {}, ref.recall, {}),
+    "hit_rate": (HitRateKernel, {}, ref.hit_rate, {}),
+    "hit_rate_t2": (HitRateKernel, {"relevance_threshold": 2.0}, ref.hit_rate, {"threshold": 2.0}),
+    "mrr": (ReciprocalRankKernel, {}, ref.reciprocal_rank, {}),
+    "r_precision": (RPrecisionKernel, {}, ref.r_precision, {}),
+}  # fmt: skip
+
+
+def lists(seed: int = 0, b: int = 9, n: int = 8):
+    """Graded labels 0..2 (some lists without a relevant item), masks (one list of a single
+    item, one with every item masked), per-list weights (one 0)."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 3, size=(b, n)).astype(float) * (rng.random((b, n)) < 0.6)
+    labels[0] = 0.0
+    labels[1] = [2, 2, 2, 2, 2, 2, 2, 2]  # every item relevant: every ranking is the best one
+    mask = rng.random((b, n)) < 0.8
+    mask[1] = True
+    mask[2] = [True] + [False] * (n - 1)
+    mask[3] = False
+    weights = rng.uniform(0.3, 2.0, size=b)
+    weights[4] = 0.0
+    scores = rng.normal(size=(b, n))
+    return scores, labels, mask, weights
+
+
+def enumerated(per_list, kw, labels, valid, k):
+    """``(value, E, Var, best)`` of one list over every ordering of its valid items (each
+    distinct arrangement of their labels is equally likely), scored by the reference; None for
+    a list the reference gives None (no relevant item)."""
+    items = [i for i in range(len(labels)) if valid[i]]
+    if not items:
+        return None
+    values = []
+    for arrangement in set(itertools.permutations([labels[i] for i in items])):
+        scores = [float(len(items) - j) for j in range(len(items))]  # ranked in this order
+        v = per_list(scores, list(arrangement), k, **kw)
+        if v is None:
+            return None
+        values.append(v)
+    values = np.array(values, dtype=np.float64)
+    mean = math.fsum(values) / len(values)
+    var = math.fsum((values - mean) ** 2) / len(values)
+    return mean, var, float(values.max())
+
+
+def reference_terms(case, labels, mask, weights, empty, ks):
+    """Per counted list: ``(w, value, [(E, Var, best) per k])`` from the enumeration."""
+    _, _, per_list, kw = CASES[case]
+    out = []
+    for b in range(len(labels)):
+        if not mask[b].any():
+            continue
+        order = [i for i in range(labels.shape[1]) if mask[b, i]]
+        # the list's own value under the given scores (ties broken by index, as the kernel)
+        terms = []
+        for k in ks:
+            t = enumerated(per_list, kw, labels[b], mask[b], k)
+            terms.append(t if t is not None else (0.0, 0.0, 0.0))
+        if enumerated(per_list, kw, labels[b], mask[b], ks[0]) is None and empty == "skip":
+            continue
+        out.append((b, order, terms))
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("empty", ["skip", "zero"])
+def test_each_lists_moments_equal_the_enumeration_of_every_ordering(case, empty):
+    cls, options, _, _ = CASES[case]
+    scores, labels, mask, weights = lists(seed=len(case))
+    ks = KS if cls is not RPrecisionKernel else [None]
+    kernel = (
+        cls(**options, empty=empty, chance=True)
+        if ks == [None]
+        else cls(ks, **options, empty=empty, chance=True)
+    )
+    rows = reference_terms(case, labels, mask, weights, empty, ks)
+    counted = {b for b, _, _ in rows}
+    for b in range(len(labels)):  # one list per batch: its own terms
+        sums = kernel.batch_sums(
+            None, scores[b : b + 1], labels[b : b + 1], mask[b : b + 1], weights[b : b + 1]
+        )
+        if b not in counted:
+            for f in CHANCE_FIELDS:
+                assert np.all(np.asarray(sums[f]) == 0.0), (b, f)
+            continue
+        (terms,) = [t for r, _, t in rows if r == b]
+        e, v, best = (np.array([t[i] for t in terms]) for i in range(3))
+        w = weights[b]
+        np.testing.assert_allclose(sums["chance_expected_sum"], w * e, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(sums["chance_variance_sum"], w * w * v, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(sums["chance_best_sum"], w * best, rtol=1e-12, atol=1e-12)
+    # the whole batch: the sums over its counted lists
+    sums = kernel.batch_sums(None, scores, labels, mask, weights)
+    for i, f in enumerate(CHANCE_FIELDS):
+        power = 2 if i == 1 else 1
+        want = sum(weights[b] ** power * np.array([t[i] for t in terms]) for b, _, terms in rows)
+        np.testing.assert_allclose(sums[f], want, rtol=1e-12, atol=1e-12)
+
+
+def test_the_adjusted_index_and_z_equal_the_enumeration_aggregated_by_hand():
+    """Several lists, unequal weights: ``E = sum w E_i / W``, ``M_best = sum w b_i / W``,
+    ``adjusted = (M - E) / (M_best - E)``, ``z = (M - E) / sqrt(sum w^2 Var_i / W^2)``, ``M``
+    the reference's weighted mean."""
+    scores, labels, mask, weights = lists(seed=3)
+    labels[1] = [2, 0, 1, 0, 2, 0, 0, 1]  # not every item relevant: the index is defined
+    for case in ("map_min", "ndcg_exp_t1", "mrr", "precision_valid_t2", "r_precision"):
+        cls, options, per_list, kw = CASES[case]
+        ks = [3, 5] if cls is not RPrecisionKernel else [None]
+        kernel = cls(**options, chance=True) if ks == [None] else cls(ks, **options, chance=True)
+        got = State(kernel).update(scores, labels, mask=mask, sample_weight=weights).compute()
+        got = {q: np.atleast_1d(v) for q, v in got.items()}
+        rows = reference_terms(case, labels, mask, weights, "skip", ks)
+        for j, k in enumerate(ks):
+            w = np.array([weights[b] for b, _, _ in rows])
+            e, v, best = (np.array([t[j][i] for _, _, t in rows]) for i in range(3))
+            m = ref.mean_over_lists(per_list, scores, labels, k, masks=mask, weights=weights, **kw)
+            big_e, big_best = w @ e / w.sum(), w @ best / w.sum()
+            sd = math.sqrt((w * w) @ v) / w.sum()
+            assert got["value"][j] == pytest.approx(m, rel=1e-12)
+            assert got["expected"][j] == pytest.approx(big_e, rel=1e-12)
+            assert got["adjusted"][j] == pytest.approx((m - big_e) / (big_best - big_e), rel=1e-10)
+            assert got["z"][j] == pytest.approx((m - big_e) / sd, rel=1e-10)
+
+
+def test_ideal_and_random_rankings_give_adjusted_1_and_expected_0_on_average():
+    """At the ideal ranking the adjusted index is 1; averaged over many random rankings of the
+    same lists it is near 0 (the mean of (M - E) is 0 exactly: checked with the z-score's
+    scale)."""
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 3, size=(40, 30)).astype(float) * (rng.random((40, 30)) < 0.3)
+    labels[:, 0] = 2.0  # every list relevant
+    for cls in (NDCGKernel, MAPKernel, PrecisionKernel, RecallKernel, HitRateKernel, ReciprocalRankKernel):
+        kernel = cls([5, 10], chance=True)
+        best = State(kernel).update(labels + 0.001 * np.arange(30)[::-1], labels).compute()
+        np.testing.assert_allclose(best["adjusted"], 1.0, rtol=1e-12)
+
+
+def test_one_relevant_item_per_list_is_a_rank_task_rank_based_metrics_agree():
+    """A list with one relevant item among ``N`` is a rank task: its reciprocal rank, hit and
+    their moments under random ranking are those of the rank ``r ~ U{1..N}`` that
+    ``RankBasedMetrics`` streams (inverse harmonic mean rank, hits@k: expected, adjusted, z)."""
+    rng = np.random.default_rng(7)
+    b, n = 60, 12
+    scores = rng.normal(size=(b, n)).round(1)  # ties: the rank metrics count them exactly
+    scores = rng.permutation(n * b).reshape(b, n).astype(float)  # no ties: one rank type
+    target = rng.integers(0, n, size=b)
+    labels = np.zeros((b, n))
+    labels[np.arange(b), target] = 1.0
+    ks = [1, 3, 5]
+    ranks = RankBasedMetrics(ks=ks, rank_type="optimistic")
+    ranks.update((torch.as_tensor(scores), torch.as_tensor(target)))
+    got_ranks = ranks.compute()
+    mrr = State(ReciprocalRankKernel(n, chance=True)).update(scores, labels).compute()
+    assert mrr["value"][0] == pytest.approx(got_ranks["inverse_harmonic_mean_rank"], rel=1e-12)
+    assert mrr["expected"][0] == pytest.approx(got_ranks["expected_inverse_harmonic_mean_rank"], rel=1e-12)
+    assert mrr["adjusted"][0] == pytest.approx(got_ranks["adjusted_inverse_harmonic_mean_rank"], rel=1e-10)
+    assert mrr["z"][0] == pytest.approx(got_ranks["z_inverse_harmonic_mean_rank"], rel=1e-10)
+    hits = State(HitRateKernel(ks, chance=True)).update(scores, labels).compute()
+    for j, k in enumerate(ks):
+        assert hits["value"][j] == pytest.approx(got_ranks[f"hits_at_{k}"], rel=1e-12)
+        assert hits["expected"][j] == pytest.approx(got_ranks[f"expected_hits_at_{k}"], rel=1e-12)
+        assert hits["adjusted"][j] == pytest.approx(got_ranks[f"adjusted_hits_at_{k}"], rel=1e-10)
+        assert hits["z"][j] == pytest.approx(got_ranks[f"z_hits_at_{k}"], rel=1e-10)
