@@ -59,8 +59,8 @@ CASES = {
     "dcg_discount": (DCGKernel, {"discount": lambda j: 1.0 / j, "relevance_threshold": 1.0}, ref.dcg,
                      {"discount": lambda j: 1.0 / j, "threshold": 1.0}),
     "precision_k": (PrecisionKernel, {}, ref.precision, {}),
-    "precision_valid_t2": (PrecisionKernel, {"denominator": "valid", "relevance_threshold": 2.0}, ref.precision,
-                           {"denominator": "valid", "threshold": 2.0}),
+    "precision_valid_t2": (PrecisionKernel, {"denominator": "valid", "relevance_threshold": 2.0},
+                           ref.precision, {"denominator": "valid", "threshold": 2.0}),
     "recall": (RecallKernel, {}, ref.recall, {}),
     "hit_rate": (HitRateKernel, {}, ref.hit_rate, {}),
     "hit_rate_t2": (HitRateKernel, {"relevance_threshold": 2.0}, ref.hit_rate, {"threshold": 2.0}),
@@ -224,3 +224,175 @@ def test_one_relevant_item_per_list_is_a_rank_task_rank_based_metrics_agree():
         assert hits["expected"][j] == pytest.approx(got_ranks[f"expected_hits_at_{k}"], rel=1e-12)
         assert hits["adjusted"][j] == pytest.approx(got_ranks[f"adjusted_hits_at_{k}"], rel=1e-10)
         assert hits["z"][j] == pytest.approx(got_ranks[f"z_hits_at_{k}"], rel=1e-10)
+
+
+def per_item_weighted_dcg(arrangement, k, normalised):
+    """DCG@k (nDCG@k) of one ordering of ``(label, item weight)`` pairs as keras-rs weighs it:
+    ``sum_{j <= k} w_(j) g(y_(j)) d(j)``, the ideal ordering by ``w g``; DCG divided by the
+    list's weight ``sum w g / sum g``."""
+    x = [w * (2.0**y - 1.0) for y, w in arrangement]
+    d = [1.0 / math.log2(j + 2) for j in range(len(x))]
+    dcg = sum(xi * di for xi, di in zip(x[:k], d, strict=False))
+    idcg = sum(xi * di for xi, di in zip(sorted(x, reverse=True)[:k], d, strict=False))
+    if normalised:
+        return dcg / idcg if idcg > 0 else 0.0
+    g = sum(2.0**y - 1.0 for y, _ in arrangement)
+    return dcg / (sum(x) / g)
+
+
+@pytest.mark.parametrize("cls", [NDCGKernel, DCGKernel])
+def test_per_item_weights_weigh_the_gains_of_the_linear_statistic(cls):
+    """keras-rs weighting with per-item weights: every gain is weighted (nDCG, DCG), DCG is
+    divided by the list weight: the moments over every ordering of the (label, weight) pairs."""
+    rng = np.random.default_rng(11)
+    b, n = 5, 7
+    labels = rng.integers(0, 3, size=(b, n)).astype(float)
+    labels[:, 0] = 2.0
+    item_w = rng.choice([0.5, 1.0, 2.0, 3.0], size=(b, n))
+    ks = [1, 3, 7]
+    kernel = cls(ks, relevance_threshold=None, weighting="keras_rs", chance=True)
+    for r in range(b):
+        pairs = list(zip(labels[r], item_w[r], strict=True))
+        sums = kernel.batch_sums(None, rng.normal(size=(1, n)), labels[r : r + 1], None, item_w[r : r + 1])
+        w = float(sums["weight_sum"])
+        for j, k in enumerate(ks):
+            values = np.array(
+                [per_item_weighted_dcg(p, k, cls is NDCGKernel) for p in itertools.permutations(pairs)]
+            )
+            assert sums["chance_expected_sum"][j] == pytest.approx(w * values.mean(), rel=1e-12)
+            assert sums["chance_variance_sum"][j] == pytest.approx(w * w * values.var(), rel=1e-10, abs=1e-14)
+            assert sums["chance_best_sum"][j] == pytest.approx(w * values.max(), rel=1e-12)
+
+
+def test_map_with_per_item_weights_is_refused_with_the_shape_and_the_state_kept():
+    kernel = MAPKernel(3, weighting="keras_rs", chance=True)
+    state = State(kernel).update(np.array([[0.3, 0.1, 0.2]]), np.array([[1.0, 0.0, 1.0]]))
+    before = {f: np.copy(v) for f, v in state.sums.items()}
+    with pytest.raises(ValueError, match=r"chance=True for MAP .*per-item weights.*\(1, 3\)"):
+        state.update(np.array([[0.3, 0.1, 0.2]]), np.array([[1.0, 0.0, 1.0]]), sample_weight=np.ones((1, 3)))
+    for f, v in state.sums.items():
+        np.testing.assert_array_equal(v, before[f])
+
+
+def test_a_bad_chance_argument_is_refused_naming_it():
+    with pytest.raises(TypeError, match=r"chance must be a bool, got 'yes'"):
+        NDCGKernel(5, chance="yes")
+    with pytest.raises(TypeError, match=r"chance must be a bool, got 1"):
+        CoreListMetrics(["ndcg@5"], chance=1)
+    with pytest.raises(ValueError, match="chance applies to metrics given by name"):
+        CoreListMetrics({"m": MAPKernel(3)}, chance=True)
+
+
+def test_option_off_keeps_the_fields_results_and_settings():
+    for cls in (NDCGKernel, MAPKernel, RPrecisionKernel):
+        plain, on = cls(), cls(chance=True)
+        assert not set(plain.fields) & set(CHANCE_FIELDS)
+        assert set(on.fields) - set(plain.fields) == set(CHANCE_FIELDS)
+        assert plain.quantities == () and on.quantities == ("expected", "adjusted", "z")
+        assert cls(confidence=0.9, chance=True).quantities == (
+            "stderr",
+            "ci_low",
+            "ci_high",
+            "count",
+            "expected",
+            "adjusted",
+            "z",
+        )
+        assert vars(plain).keys() == vars(on).keys() and plain.chance is False
+
+
+def batches(seed, n_batches=4, b=13, n=9):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_batches):
+        scores = rng.integers(0, 4, size=(b, n)).astype(float)  # exact ties
+        labels = rng.integers(0, 3, size=(b, n)).astype(float) * (rng.random((b, n)) < 0.5)
+        mask = rng.random((b, n)) < 0.85
+        weights = rng.integers(1, 4, size=b).astype(float)
+        out.append((scores, labels, mask, weights))
+    return out
+
+
+@pytest.mark.parametrize("cls", [NDCGKernel, DCGKernel, MAPKernel, PrecisionKernel, RecallKernel,
+                                 HitRateKernel, ReciprocalRankKernel])  # fmt: skip
+def test_batches_merges_and_one_batch_give_the_same_result(cls):
+    data = batches(seed=3)
+    kernel = cls([1, 4, 20], chance=True, confidence=0.9)
+    one = State(kernel).update(*(np.concatenate([d[i] for d in data]) for i in range(2)),
+                               mask=np.concatenate([d[2] for d in data]),
+                               sample_weight=np.concatenate([d[3] for d in data])).compute()  # fmt: skip
+    streamed = State(kernel)
+    parts = []
+    for s, y, m, w in data:
+        streamed.update(s, y, mask=m, sample_weight=w)
+        parts.append(State(kernel).update(s, y, mask=m, sample_weight=w))
+    for got in (streamed.compute(), merge(*reversed(parts)).compute()):
+        for q, v in one.items():
+            np.testing.assert_allclose(got[q], v, rtol=1e-12, atol=1e-13, err_msg=q)
+
+
+def test_ignite_engine_and_list_metrics_report_every_quantity():
+    data = batches(seed=4, n_batches=3)
+    engine = Engine(lambda e, batch: batch)
+    NDCG([3, 5], chance=True).attach(engine, "ndcg")
+    MeanReciprocalRank(5, chance=True, confidence=0.9).attach(engine, "mrr")
+    ListMetrics(["ndcg@3", "map@5", "rprec"], chance=True).attach(engine, "lm")
+    feed = [(torch.from_numpy(s), torch.from_numpy(y), {"mask": torch.from_numpy(m),
+             "sample_weight": torch.from_numpy(w)}) for s, y, m, w in data]  # fmt: skip
+    got = engine.run(feed).metrics
+    scores, labels, mask, weights = (np.concatenate([d[i] for d in data]) for i in range(4))
+
+    def core(kernel):
+        return State(kernel).update(scores, labels, mask=mask, sample_weight=weights).compute()
+
+    want = core(NDCGKernel([3, 5], chance=True))
+    for q in ("expected", "adjusted", "z"):
+        np.testing.assert_allclose(got[f"ndcg_{q}"], want[q], rtol=1e-12)
+    want = core(ReciprocalRankKernel(5, chance=True, confidence=0.9))
+    for q in ("stderr", "count", "expected", "adjusted", "z"):
+        np.testing.assert_allclose(got[f"mrr_{q}"], want[q], rtol=1e-12)
+    for name, kernel in {"ndcg@3": NDCGKernel(3, chance=True), "map@5": MAPKernel(5, chance=True),
+                         "rprec": RPrecisionKernel(chance=True)}.items():  # fmt: skip
+        want = core(kernel)
+        for q in ("value", "expected", "adjusted", "z"):
+            key = name if q == "value" else f"{name}_{q}"
+            np.testing.assert_allclose(got[key], want[q], rtol=1e-12, err_msg=key)
+
+
+def test_functional_forms_report_the_batch_mean_with_its_chance_quantities():
+    scores, labels, mask, _ = batches(seed=5, n_batches=1)[0]
+    got = ndcg_at_k(scores, labels, 3, mask=mask, chance=True)
+    want = State(NDCGKernel(3, chance=True)).update(scores, labels, mask=mask).compute()
+    assert set(got) == {"value", "expected", "adjusted", "z"}
+    for q in got:
+        assert got[q] == pytest.approx(want[q][0], rel=1e-12)
+    assert set(map_at_k(scores, labels, [1, 3], chance=True, confidence=0.9)) == set(
+        MAPKernel(chance=True, confidence=0.9).quantities
+    ) | {"value"}
+    with pytest.raises(ValueError, match="return_counted goes with per-list values, not with chance"):
+        map_at_k(scores, labels, 3, chance=True, return_counted=True)
+
+
+def test_monte_carlo_over_random_permutations_of_large_lists_agrees_with_expected():
+    """Lists of 20,000 items (one with 5,000 masked): the mean over 2,000 uniformly random
+    rankings (i.i.d. random scores, one ranking per row) is within 4 standard errors of
+    ``expected`` for every metric and ``k``."""
+    rng = np.random.default_rng(2024)
+    n, rows, chunk = 20_000, 2_000, 250
+    names = [f"{m}@{k}" for m in ("ndcg", "dcg", "map", "precision", "recall", "hit_rate", "mrr")
+             for k in (1, 5, 10, 20)] + ["rprec"]  # fmt: skip
+    for r_count, masked, graded in ((200, 0, False), (40, 5_000, True), (1_000, 0, True)):
+        labels = np.zeros(n)
+        labels[rng.choice(n, r_count, replace=False)] = rng.integers(1, 4, r_count) if graded else 1.0
+        mask = np.ones(n, dtype=bool)
+        mask[rng.choice(n, masked, replace=False)] = False
+        metric = CoreListMetrics(names, confidence=0.95, chance=True)
+        state = State(metric)
+        for _ in range(rows // chunk):
+            scores = torch.rand(chunk, n, generator=torch.Generator().manual_seed(int(rng.integers(2**31))))
+            state.update(scores, torch.as_tensor(np.tile(labels, (chunk, 1))),
+                         mask=torch.as_tensor(np.tile(mask, (chunk, 1))))  # fmt: skip
+        got = state.compute()
+        for name in names:
+            gap = abs(got[name] - got[f"{name}_expected"])
+            assert gap <= 4 * got[f"{name}_stderr"], (r_count, name, got[name], got[f"{name}_expected"])

@@ -38,7 +38,8 @@ def default_rank_discount_fn(rank: Any) -> Any:
 #: the kernel arguments every list metric sets the same way (the rest are the kernel's own
 #: options, keyword-only in the class, with the row's peer defaults)
 _SHARED = frozenset(
-    "top_k gain discount relevance_threshold empty ties seed weighting negative_labels confidence".split()
+    "top_k gain discount relevance_threshold empty ties seed weighting negative_labels confidence "
+    "chance".split()
 )
 
 #: the inputs of every list metric (added after a row's docstring opening unless it states them)
@@ -84,7 +85,8 @@ class _ListMetric(KernelMetric):
     threshold: ClassVar[float | None] = 1.0  # the default relevance_threshold
 
     def _setup(self, *, shuffle_ties: bool, seed: Any, name: str | None, dtype: Any, relevance_threshold: Any,
-               empty: str, state_dtype: str | None, confidence: float | None, k: int | None = None,
+               empty: str, state_dtype: str | None, confidence: float | None, chance: bool = False,
+               k: int | None = None,
                gain_fn: Callable[[Any], Any] | str | None = None,
                rank_discount_fn: Callable[[Any], Any] | None = None, **options: Any) -> None:  # fmt: skip
         """The constructor of every list metric, given all of its class's arguments by name
@@ -103,6 +105,9 @@ class _ListMetric(KernelMetric):
         conv = {"relevance_threshold": relevance_threshold, "empty": empty, **kernel_kw}
         if confidence is not None:
             conv["confidence"] = confidence
+        self.chance = chance
+        if chance is not False:  # the kernel checks it is a bool
+            conv["chance"] = chance
         conv.update(keras_rs_conventions(shuffle_ties))
         top_k = [WHOLE_LIST if k is None else k] if self._row.takes_k else []
         kernel = self._row.kernel(*top_k, **conv)
@@ -111,14 +116,16 @@ class _ListMetric(KernelMetric):
         super().__init__(kernel, name=name, dtype=dtype, seed_generator=generator, state_dtype=state_dtype)
 
     def get_config(self) -> dict[str, Any]:
-        return with_confidence(super().get_config(), self.confidence)
+        return with_confidence(super().get_config(), self.confidence, self.chance)
 
 
-def with_confidence(config: dict[str, Any], confidence: float | None) -> dict[str, Any]:
-    """A metric's config with its ``confidence`` level where one is set (without it, the config
-    of a metric reporting its value alone is as it always was)."""
+def with_confidence(config: dict[str, Any], confidence: float | None, chance: bool = False) -> dict[str, Any]:
+    """A metric's config with its ``confidence`` level where one is set, and ``chance`` where it
+    is on (without them, the config of a metric reporting its value alone is as it always was)."""
     if confidence is not None:
         config["confidence"] = confidence
+    if chance:
+        config["chance"] = chance
     return config
 
 
@@ -143,6 +150,7 @@ def _list_signature(row: ListMetricRow) -> tuple[inspect.Signature, dict[str, An
         "empty": ("str", "zero"),
         "state_dtype": ("str | None", None),
         "confidence": ("float | None", None),
+        "chance": ("bool", False),
     }
     return signature(positional, keyword), {n: d for n, (_, d) in options.items()}, gain
 
@@ -221,7 +229,8 @@ class ListMetrics(KernelMetric):
     whole list). Each metric takes its class's defaults here (`NDCG`, `DCG`: labels as they
     are; `MAP`: ``Z`` the weighted relevant count; `PrecisionAtK`: over ``min(k, valid
     items)``; relevant meaning ``y >= 1`` otherwise). With ``confidence=0.95`` every name is
-    followed by ``name + "_stderr"``, ``"_ci_low"``, ``"_ci_high"`` and ``"_count"``.
+    followed by ``name + "_stderr"``, ``"_ci_low"``, ``"_ci_high"`` and ``"_count"``; with
+    ``chance=True`` by ``"_expected"``, ``"_adjusted"`` and ``"_z"``.
 
     Args:
         metrics: the metric names, e.g. ``["ndcg@10", "map@5"]``.
@@ -240,6 +249,10 @@ class ListMetrics(KernelMetric):
             ``name + "_stderr"``, ``"_ci_low"``, ``"_ci_high"`` and ``"_count"`` in the result and
             the logs (the standard error of the mean over the lists, Student's t interval at
             that level, the lists counted).
+        chance: False (default) or True: every name is followed by ``name + "_expected"``,
+            ``"_adjusted"`` and ``"_z"`` (the mean under a uniformly random ranking of each
+            list's items, ``(M - E) / (M_best - E)`` and ``(M - E) / sqrt(Var)``; see
+            docs/chance.md).
     """
 
     _config = ("metrics", "shuffle_ties", "seed", "empty", "prefix")
@@ -247,15 +260,15 @@ class ListMetrics(KernelMetric):
     def __init__(self, metrics: list[str], shuffle_ties: bool = True, seed: Seed = None,
                  name: str | None = "list_metrics", dtype: Any = None, *, empty: str = "zero",
                  state_dtype: str | None = None, prefix: str = "",
-                 confidence: float | None = None) -> None:  # fmt: skip
+                 confidence: float | None = None, chance: bool = False) -> None:  # fmt: skip
         self.metrics, self.shuffle_ties, self.seed, self.empty = list(metrics), shuffle_ties, seed, empty
-        self.confidence = confidence
+        self.confidence, self.chance = confidence, chance
         conventions = keras_rs_conventions(shuffle_ties)
         kernel = ListMetricsKernel(
-            metrics, _COLLECTION_DEFAULTS, empty=empty, confidence=confidence, **conventions
+            metrics, _COLLECTION_DEFAULTS, empty=empty, confidence=confidence, chance=chance, **conventions
         )
         generator = seed_generator(shuffle_ties, seed)
         super().__init__(kernel, name, dtype, generator, state_dtype, prefix)
 
     def get_config(self) -> dict[str, Any]:
-        return with_confidence(super().get_config(), self.confidence)
+        return with_confidence(super().get_config(), self.confidence, self.chance)
