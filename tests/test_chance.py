@@ -32,6 +32,7 @@ from rankstream import (
     merge,
 )
 from rankstream import ListMetrics as CoreListMetrics
+from rankstream.core.backends import read_back
 from rankstream.core.functional import map_at_k, ndcg_at_k
 from rankstream.ignite import NDCG, ListMetrics, MeanReciprocalRank, RankBasedMetrics
 
@@ -56,6 +57,10 @@ CASES = {
     "ndcg_callable_t2": (NDCGKernel, {"gain": lambda y: y * y, "relevance_threshold": 2.0}, ref.ndcg,
                          {"gain": lambda y: y * y, "threshold": 2.0}),
     "dcg": (DCGKernel, {}, ref.dcg, {}),
+    "dcg_t2_binary": (DCGKernel, {"relevance_threshold": 2.0}, ref.dcg, {"threshold": 2.0}),
+    "ndcg_exp_t2_binary": (NDCGKernel, {"relevance_threshold": 2.0}, ref.ndcg, {"threshold": 2.0}),
+    "dcg_lin_negative": (DCGKernel, {"gain": "linear_rank"}, ref.dcg, {"gain": lin}),
+    "ndcg_exp_negative": (NDCGKernel, {"relevance_threshold": None}, ref.ndcg, {"threshold": None}),
     "dcg_discount": (DCGKernel, {"discount": lambda j: 1.0 / j, "relevance_threshold": 1.0}, ref.dcg,
                      {"discount": lambda j: 1.0 / j, "threshold": 1.0}),
     "precision_k": (PrecisionKernel, {}, ref.precision, {}),
@@ -125,11 +130,17 @@ def reference_terms(case, labels, mask, weights, empty, ks):
     return out
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("empty", ["skip", "zero"])
+#: every case under both empty policies, but negative labels under "skip" only (a list of negative
+#: labels alone has a negative DCG in the kernel, None in the reference)
+POLICIES = [(c, e) for c in sorted(CASES) for e in ("skip", "zero") if not ("negative" in c and e == "zero")]
+
+
+@pytest.mark.parametrize(("case", "empty"), POLICIES)
 def test_each_lists_moments_equal_the_enumeration_of_every_ordering(case, empty):
     cls, options, _, _ = CASES[case]
     scores, labels, mask, weights = lists(seed=len(case))
+    if "negative" in case:  # labels below 0 kept: negative gains (only lists with a relevant item)
+        labels = labels - (np.random.default_rng(1).random(labels.shape) < 0.3)
     ks = KS if cls is not RPrecisionKernel else [None]
     kernel = (
         cls(**options, empty=empty, chance=True)
@@ -396,3 +407,21 @@ def test_monte_carlo_over_random_permutations_of_large_lists_agrees_with_expecte
         for name in names:
             gap = abs(got[name] - got[f"{name}_expected"])
             assert gap <= 4 * got[f"{name}_stderr"], (r_count, name, got[name], got[f"{name}_expected"])
+
+
+@pytest.mark.parametrize("labels_kind", ["graded", "binary"])
+def test_the_path_of_a_jit_trace_gives_the_eager_sums(labels_kind):
+    """Without reading values back (an accelerator, a ``jit`` trace: one dense pass over the
+    gains, no row tiles) the chance sums are those of the eager path (nonzero gains, counts)."""
+    data = batches(seed=6, n_batches=1)[0]
+    scores, labels, mask, weights = data
+    if labels_kind == "binary":
+        labels = (labels > 0).astype(float)
+    for kernel in (NDCGKernel([1, 4], chance=True), DCGKernel([2, 9], relevance_threshold=1.0, chance=True),
+                   HitRateKernel([1, 3], chance=True), ReciprocalRankKernel([2, 30], chance=True),
+                   MAPKernel([3], chance=True)):  # fmt: skip
+        eager = kernel.batch_sums(None, scores, labels, mask, weights)
+        with read_back(False):
+            traced = kernel.batch_sums(None, scores, labels, mask, weights)
+        for f in CHANCE_FIELDS:
+            np.testing.assert_allclose(traced[f], eager[f], rtol=1e-12, atol=1e-14, err_msg=f)

@@ -33,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from rankstream.core.backends import Array
 from rankstream.core.lists.selection import Selection
 
@@ -46,8 +48,8 @@ CHANCE_QUANTITIES = ("expected", "adjusted", "z")
 
 #: the most values one row tile of a chance pass holds where values are read back (the
 #: gains of the labels, the ``(B, K)`` products over the ranks), and the share of the batch at most
-_TILE_VALUES = 1 << 18
-_SHARE = 32
+_TILE_VALUES = 1 << 20
+_SHARE = 16
 
 
 def _row_tiles(sel: Selection, width: int) -> list[slice] | None:
@@ -128,10 +130,11 @@ def _hypergeometric(sel: Selection, kk: Array, n: Array, r: Array) -> tuple[Arra
     return mean, var
 
 
-def _survival(sel: Selection, n: Array, r: Array) -> tuple[Array, Array]:
-    """``(S, P)`` ``(B, K)``: ``S(j)`` the chance that no relevant item is among the first ``j``
-    ranks (constant past ``N``) and ``P(j)`` that the first relevant item is at rank ``j``."""
-    ops, pos = sel.ops, sel.positions
+def _survival(sel: Selection, n: Array, r: Array, width: int) -> tuple[Array, Array]:
+    """``(S, P)`` ``(B, width)``: ``S(j)`` the chance that no relevant item is among the first
+    ``j`` ranks (constant past ``N``) and ``P(j)`` that the first relevant item is at rank ``j``
+    (``width <= K``; kept per batch for every metric that asks with the same ``R``)."""
+    ops, pos = sel.ops, sel.positions[:width]
 
     def tile(n: Array, r: Array) -> tuple[Array, Array]:
         nn, rr, j = n[:, None], r[:, None], pos[None, :]
@@ -142,7 +145,7 @@ def _survival(sel: Selection, n: Array, r: Array) -> tuple[Array, Array]:
         prev = ops.concat([ops.zeros((s.shape[0], 1), s, s.dtype) + 1.0, s[:, :-1]], axis=1)
         return s, ops.where(inside, prev * rr / den, 0.0)
 
-    return _by_rows(sel, sel.k, tile, n, r)
+    return _by_rows(sel, width, tile, n, r)
 
 
 def _binary_terms(kernel: ListKernel, sel: Selection, r: Array) -> tuple[Array, Array, Array]:
@@ -173,14 +176,16 @@ def _binary_terms(kernel: ListKernel, sel: Selection, r: Array) -> tuple[Array, 
         return _divide(sel, mean, z), _divide(sel, var, z * z), _divide(sel, best, z)
     if isinstance(kernel, MAPKernel):
         return _ap_terms(kernel, sel, kk, n, r)
-    s, p = _survival(sel, n, r)
+    width = min(kernel.top_k[-1], sel.k)
+    t = kernel.conventions.relevance_threshold
+    s, p = sel.once(("chance_survival", t, width), lambda: _survival(sel, n, r, width))
     if isinstance(kernel, HitRateKernel):
         hit = 1.0 - kernel.cut(sel, s)
         return hit, hit * (1.0 - hit), has + 0.0 * hit
     if isinstance(kernel, ReciprocalRankKernel):
         inv = 1.0 / sel.positions
-        mean = ops.matmul(p, kernel.cut_weights(sel, inv))
-        second = ops.matmul(p, kernel.cut_weights(sel, inv * inv))
+        mean = ops.matmul(p, kernel.cut_weights(sel, inv)[:width])
+        second = ops.matmul(p, kernel.cut_weights(sel, inv * inv)[:width])
         return mean, ops.maximum(second - mean * mean, 0.0), has + 0.0 * mean
     raise TypeError(f"chance=True has no moments for {type(kernel).__name__}")
 
@@ -213,9 +218,79 @@ def _ap_terms(kernel: Any, sel: Selection, kk: Array, n: Array, r: Array) -> tup
 
 
 # -- DCG and nDCG ----------------------------------------------------------------------------
-def _gain_sums(kernel: Any, sel: Selection) -> tuple[Array, Array]:
+class _Gains:
+    """The items of a batch with a nonzero gain (named gains: ``g(0) = 0``), found where values
+    are read back by one comparison per row tile: their rows, (weighted) gains and, per list,
+    ``sum x``, ``sum x^2`` and the count. The passes over the batch are a comparison with the
+    threshold, the mask's ``and`` and a ``nonzero`` per tile; the gains are computed on those
+    items only."""
+
+    def __init__(self, kernel: Any, sel: Selection) -> None:
+        ops, acc = sel.ops, sel.positions.dtype
+        b, n = int(sel.item_labels.shape[0]), int(sel.item_labels.shape[1])
+        t = kernel.conventions.relevance_threshold
+        rows, gains = [], []
+        for r in _row_tiles(sel, n) or [slice(0, b)]:
+            y = sel.item_labels[r]
+            cond = y != 0 if t is None else y >= t if t > 0 else y > 0  # where g(y) may be nonzero
+            if sel.full_valid is not None:
+                cond = cond & sel.full_valid[r]
+            flat = ops.nonzero(ops.reshape(cond, (-1,)))
+            g = kernel._gains(sel, ops.cast(ops.lookup(ops.reshape(y, (-1,)), flat), acc))
+            if sel.full_item_weights is not None:
+                g = g * ops.lookup(ops.reshape(sel.full_item_weights[r], (-1,)), flat)
+            rows.append(ops.cast(flat // n + r.start, acc))
+            gains.append(g)
+        self.sel, self.b = sel, b
+        self.rows = ops.concat(rows, axis=0) if len(rows) > 1 else rows[0]
+        self.gains = ops.concat(gains, axis=0) if len(gains) > 1 else gains[0]
+        # the entries come row by row: a list's sums are differences of cumulative sums
+        edges = ops.arange(0, b, sel.positions, acc)
+        self.count = ops.histogram(self.rows[None, :], self.gains * 0.0 + 1.0, edges)[0]
+        ends = ops.cumsum(self.count, axis=0)
+        self.s1, self.s2 = (self._per_row(x, ends) for x in (self.gains, self.gains * self.gains))
+
+    def _per_row(self, x: Array, ends: Array) -> Array:
+        """Per list ``(B,)``: the sum of ``x`` ``(nnz,)`` over its entries (``ends``: the
+        cumulative counts)."""
+        ops = self.sel.ops
+        cum = ops.concat([ops.zeros((1,), x, x.dtype), ops.cumsum(x, axis=0)], axis=0)
+        return _at(self.sel, cum, ends) - _at(self.sel, cum, ends - self.count)
+
+    def negative(self) -> bool:
+        """Whether some item has a negative gain (a negative label kept): the padding of
+        :meth:`ideal` (zeros) then does not stand for the items of gain 0 (one small read)."""
+        ops = self.sel.ops
+        return bool(self.gains.shape[0]) and ops.host_bools(ops.any(self.gains < 0.0))[0]
+
+    def ideal(self, k: int) -> Array:
+        """The ``k`` largest gains of each list ``(B, <= k)`` (0 past its nonzero ones): each
+        item's place among its list's nonzero items, one scatter into a ``(B, most)`` array and
+        a ``topk`` of it (``most`` the largest count of nonzero gains in a list)."""
+        sel, ops, b = self.sel, self.sel.ops, self.b
+        acc = sel.positions.dtype
+        most = int(np.asarray(ops.to_numpy(ops.amin(-self.count))).reshape(-1)[0] * -1) if b else 0
+        if most == 0:
+            return ops.zeros((b, 1), sel.positions, acc)
+        start = ops.cumsum(self.count, axis=0) - self.count  # each list's first entry (row-major)
+        index = ops.cast(self.rows + 0.5, ops.int_dtype())
+        place = ops.arange(0, int(self.rows.shape[0]), sel.positions, acc) - ops.lookup(start, index)
+        edges = ops.arange(0, b * most, sel.positions, acc)
+        dense = ops.histogram((self.rows * most + place)[None, :], self.gains, edges)[0]
+        dense = ops.reshape(dense, (b, most))
+        return ops.topk(dense, min(k, most))[0]
+
+
+def _sparse(kernel: Any, sel: Selection) -> bool:
+    """Whether the nonzero gains serve (:class:`_Gains`): values read back (eager: their count is
+    data-dependent) and a named gain (``g(0) = 0``)."""
+    return sel.ctx.read_back and isinstance(kernel.gain, str)
+
+
+def _dense_gain_sums(kernel: Any, sel: Selection) -> tuple[Array, Array]:
     """``(sum x, sum x^2)`` ``(B,)`` over each list's items, ``x`` the item's gain (times its
-    weight under per-item weights): one pass over the labels, row tile by row tile."""
+    weight under per-item weights): one pass over the labels, row tile by row tile (a callable
+    gain, whose ``g(0)`` need not be 0, or a ``jit`` trace)."""
     ops, acc = sel.ops, sel.positions.dtype
 
     def tile(labels: Array, valid: Array | None, w: Array | None) -> tuple[Array, Array]:
@@ -229,17 +304,25 @@ def _gain_sums(kernel: Any, sel: Selection) -> tuple[Array, Array]:
     return _by_rows(sel, sel.n, tile, sel.item_labels, sel.full_valid, sel.full_item_weights)
 
 
-def _ideal_dcg(kernel: Any, sel: Selection) -> Array:
-    """``IDCG@k`` ``(B, len(top_k))`` as the kernel reads it (named gains without item weights:
-    the shared ``topk`` of the labels; else a ``topk`` of the items' (weighted) gains)."""
+def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None) -> Array:
+    """``IDCG@k`` ``(B, len(top_k))`` as the kernel reads it: named gains without item weights
+    where the kernel has it (nDCG: the shared ``topk`` of the labels), else from the nonzero
+    gains where every gain is ``>= 0``, else a ``topk`` of every item's (weighted) gain."""
+    from rankstream.core.lists.dcg import DCGKernel
+
     ops = sel.ops
     cuts = kernel.discount_cuts(sel)
-    if sel.full_item_weights is None and isinstance(kernel.gain, str):
+    conv = kernel.conventions
+    named = sel.full_item_weights is None and isinstance(kernel.gain, str)
+    if named and (not isinstance(kernel, DCGKernel) or gains is None):
         ideal, ideal_in = sel.ideal(prefix=True)
-        gains = kernel._gains(sel, ideal)
+        top = kernel._gains(sel, ideal)
         if ideal_in is not None:
-            gains = gains * ideal_in
-        return ops.matmul(gains, cuts[: gains.shape[1]])
+            top = top * ideal_in
+        return ops.matmul(top, cuts[: top.shape[1]])
+    if gains is not None and (conv.relevance_threshold is not None or not gains.negative()):
+        top = gains.ideal(sel.k)
+        return ops.matmul(top, cuts[: top.shape[1]])
     _, wg = kernel.item_gains(sel)
     if sel.full_valid is not None:
         top = ops.topk(ops.where(sel.full_valid, wg, float("-inf")), sel.k)[0]
@@ -249,19 +332,63 @@ def _ideal_dcg(kernel: Any, sel: Selection) -> Array:
     return ops.matmul(top, cuts)
 
 
+def _one_label(kernel: Any, sel: Selection) -> tuple[float, Array] | None:
+    """Binary relevance, found by counting: ``(v, c)`` where every item of a nonzero gain has
+    the one label ``v`` (``c`` per list: their count), else None. Where values are read back, a
+    named gain, no item weights, a threshold ``> 0`` or negative labels masked; ``v`` is the
+    largest label of the ideal ranking the kernel read (nDCG) or of the ranked labels (DCG). Two
+    counting passes (one shared with the kernel's count of relevant items, one more for DCG)
+    and a few host reads, where the nonzero gains would cost a ``nonzero`` of the batch."""
+    conv, ops = kernel.conventions, sel.ops
+    t = conv.relevance_threshold
+    if not _sparse(kernel, sel) or sel.full_item_weights is not None:
+        return None
+    if not ((t is not None and t > 0) or (t is None and conv.negative_labels == "mask")):
+        return None
+    kept = [sel.shared[key][0] for key in (("ideal", True), ("ideal", False)) if key in sel.shared]
+    seen = kept[0] if kept else None
+    whole = seen is not None  # the ideal ranking: the batch's largest label is in it
+    seen = sel.labels if seen is None else seen
+    eligible = seen > 0.0 if t is None else seen >= t
+    if seen.shape[0] == 0 or not ops.host_bools(ops.any(eligible))[0]:
+        return None
+    v = float(np.asarray(ops.to_numpy(-ops.amin(-ops.where(eligible, seen, float("-inf"))))).reshape(-1)[0])
+    acc, ws = sel.positions.dtype, sel.ctx.workspace
+    labels, valid = sel.item_labels, sel.full_valid
+    count = kernel.count_relevant(sel)  # nonzero gains: label >= t (> 0)
+    at_v = sel.once(("relevant", v), lambda: ops.count_relevant(labels, v, False, valid, acc, ws))
+    same = at_v == count
+    if not whole:  # and no label above v
+        above = ops.count_relevant(labels, v, True, valid, acc, ws)
+        same = same & (above == 0)
+    return (v, count) if ops.host_bools(ops.all(same))[0] else None
+
+
 def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Array, Array]:
     ops = sel.ops
     n = list_sizes(sel)
     kk = _clipped_ks(sel, kernel.top_k, n)
     d = kernel.discounts(sel)
-    d1, d2 = _at(sel, _prefix_table(sel, d), kk), _at(sel, _prefix_table(sel, d * d), kk)
-    s1, s2 = _gain_sums(kernel, sel)
+    table = _prefix_table(sel, d)
+    d1, d2 = _at(sel, table, kk), _at(sel, _prefix_table(sel, d * d), kk)
+    key = ("chance_gains", kernel.gain, kernel.conventions.relevance_threshold)
+    one = sel.once(("chance_one", *key[1:]), lambda: _one_label(kernel, sel))
+    gains = None
+    if one is not None:  # binary relevance: every nonzero gain is g(v)
+        g = kernel._gains(sel, ops.asarray([one[0]], sel.positions, sel.positions.dtype))
+        s1, s2 = g * one[1], g * g * one[1]
+    else:
+        gains = sel.once(key, lambda: _Gains(kernel, sel)) if _sparse(kernel, sel) else None
+        s1, s2 = (gains.s1, gains.s2) if gains is not None else _dense_gain_sums(kernel, sel)
     mean_x = _divide(sel, s1, n)
     ss = ops.maximum(s2 - mean_x * s1, 0.0)  # sum (x - mean)^2
     mean = mean_x[:, None] * d1
     var = ops.maximum(d2 - _divide(sel, d1 * d1, n[:, None] + 0.0 * kk), 0.0)
     var = var * _divide(sel, ss, n - 1.0)[:, None]
-    idcg = _ideal_dcg(kernel, sel)
+    if one is not None and not normalised:  # the c items of gain g(v) first
+        idcg = g[:, None] * _at(sel, table, ops.minimum(one[1][:, None], kk))
+    else:
+        idcg = _ideal_dcg(kernel, sel, gains)
     if not normalised:
         return mean, var, idcg
     return _divide(sel, mean, idcg), _divide(sel, var, idcg * idcg), _divide(sel, idcg, idcg)
