@@ -48,8 +48,8 @@ CHANCE_QUANTITIES = ("expected", "adjusted", "z")
 
 #: the most values one row tile of a chance pass holds where values are read back (the
 #: gains of the labels, the ``(B, K)`` products over the ranks), and the share of the batch at most
-_TILE_VALUES = 1 << 20
-_SHARE = 16
+_TILE_VALUES = 1 << 18
+_SHARE = 32
 
 
 def _row_tiles(sel: Selection, width: int) -> list[slice] | None:
