@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -425,3 +426,22 @@ def test_the_path_of_a_jit_trace_gives_the_eager_sums(labels_kind):
             traced = kernel.batch_sums(None, scores, labels, mask, weights)
         for f in CHANCE_FIELDS:
             np.testing.assert_allclose(traced[f], eager[f], rtol=1e-12, atol=1e-14, err_msg=f)
+
+
+@pytest.mark.parametrize("path", ["ideal", "counts", "nonzero", "dense"])
+@pytest.mark.parametrize("case", ["ndcg_exp_t1", "ndcg_exp_t2_binary", "dcg_t2_binary", "dcg"])
+def test_every_way_to_the_sums_of_gains_equals_the_enumeration(monkeypatch, case, path):
+    """The sums of gains come from the ideal ranking the kernel took, from counts (binary
+    relevance), from the nonzero gains, or from one dense pass: each path on its own, against
+    the enumeration (lists of 8 items, ``k`` up to 5: the ideal is not the whole list)."""
+    from rankstream.core.lists import chance
+
+    off = lambda *a: None  # noqa: E731
+    if path != "ideal":
+        monkeypatch.setattr(chance, "_from_ideal", off)
+    if path not in ("ideal", "counts"):
+        monkeypatch.setattr(chance, "_one_label", off)
+    if path == "dense":
+        monkeypatch.setattr(chance, "_sparse", lambda kernel, sel: False)
+    monkeypatch.setattr(sys.modules[__name__], "KS", [1, 2, 5])
+    test_each_lists_moments_equal_the_enumeration_of_every_ordering(case, "zero")

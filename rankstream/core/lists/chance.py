@@ -332,6 +332,30 @@ def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None) -> Array:
     return ops.matmul(top, cuts)
 
 
+def _from_ideal(kernel: Any, sel: Selection) -> tuple[Array, Array] | None:
+    """``(sum x, sum x^2)`` read from the ideal ranking the kernel already took (nDCG: the top
+    ``K`` labels of every list) where it holds every nonzero gain of every list: a list whose
+    ideal ends on a gain of 0, or an ideal cut before ``K`` (every later label 0), or the whole
+    list. No pass over the batch (one small host read); None elsewhere."""
+    conv, ops = kernel.conventions, sel.ops
+    t = conv.relevance_threshold
+    if not _sparse(kernel, sel) or sel.full_item_weights is not None:
+        return None
+    if not ((t is not None and t > 0) or (t is None and conv.negative_labels == "mask")):
+        return None
+    kept = [sel.shared[key] for key in (("ideal", True), ("ideal", False)) if key in sel.shared]
+    if not kept:
+        return None
+    ideal, ideal_in = kept[0]
+    g = kernel._gains(sel, ideal)
+    if ideal_in is not None:
+        g = g * ideal_in
+    if int(ideal.shape[1]) >= sel.k and sel.k < sel.n:  # else every nonzero gain is in it
+        if not ops.host_bools(ops.all(g[:, -1] == 0.0))[0]:
+            return None
+    return ops.sum(g, axis=1), ops.sum(g * g, axis=1)
+
+
 def _one_label(kernel: Any, sel: Selection) -> tuple[float, Array] | None:
     """Binary relevance, found by counting: ``(v, c)`` where every item of a nonzero gain has
     the one label ``v`` (``c`` per list: their count), else None. Where values are read back, a
@@ -372,9 +396,12 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
     table = _prefix_table(sel, d)
     d1, d2 = _at(sel, table, kk), _at(sel, _prefix_table(sel, d * d), kk)
     key = ("chance_gains", kernel.gain, kernel.conventions.relevance_threshold)
-    one = sel.once(("chance_one", *key[1:]), lambda: _one_label(kernel, sel))
+    read = _from_ideal(kernel, sel) if normalised else None
+    one = None if read is not None else sel.once(("chance_one", *key[1:]), lambda: _one_label(kernel, sel))
     gains = None
-    if one is not None:  # binary relevance: every nonzero gain is g(v)
+    if read is not None:
+        s1, s2 = read
+    elif one is not None:  # binary relevance: every nonzero gain is g(v)
         g = kernel._gains(sel, ops.asarray([one[0]], sel.positions, sel.positions.dtype))
         s1, s2 = g * one[1], g * g * one[1]
     else:
