@@ -315,7 +315,8 @@ def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None) -> Array:
     conv = kernel.conventions
     named = sel.full_item_weights is None and isinstance(kernel.gain, str)
     if named and (not isinstance(kernel, DCGKernel) or gains is None):
-        ideal, ideal_in = sel.ideal(prefix=True)
+        cached = ("ideal", False) in sel.shared and ("ideal", True) not in sel.shared
+        ideal, ideal_in = sel.ideal(prefix=not cached)  # the one the kernel took
         top = kernel._gains(sel, ideal)
         if ideal_in is not None:
             top = top * ideal_in
