@@ -393,17 +393,18 @@ def test_monte_carlo_over_random_permutations_of_large_lists_agrees_with_expecte
     n, rows, chunk = 20_000, 2_000, 250
     names = [f"{m}@{k}" for m in ("ndcg", "dcg", "map", "precision", "recall", "hit_rate", "mrr")
              for k in (1, 5, 10, 20)] + ["rprec"]  # fmt: skip
-    for r_count, masked, graded in ((200, 0, False), (40, 5_000, True), (1_000, 0, True)):
+    for r_count, masked, graded in ((200, 0, False), (40, 5_000, True)):
         labels = np.zeros(n)
         labels[rng.choice(n, r_count, replace=False)] = rng.integers(1, 4, r_count) if graded else 1.0
         mask = np.ones(n, dtype=bool)
         mask[rng.choice(n, masked, replace=False)] = False
         metric = CoreListMetrics(names, confidence=0.95, chance=True)
         state = State(metric)
+        tiled = torch.as_tensor(np.tile(labels, (chunk, 1)), dtype=torch.float32)
+        valid = None if not masked else torch.as_tensor(np.tile(mask, (chunk, 1)))
         for _ in range(rows // chunk):
             scores = torch.rand(chunk, n, generator=torch.Generator().manual_seed(int(rng.integers(2**31))))
-            state.update(scores, torch.as_tensor(np.tile(labels, (chunk, 1))),
-                         mask=torch.as_tensor(np.tile(mask, (chunk, 1))))  # fmt: skip
+            state.update(scores, tiled, mask=valid)
         got = state.compute()
         for name in names:
             gap = abs(got[name] - got[f"{name}_expected"])
