@@ -53,7 +53,14 @@ from rankstream.core.inputs import (
     list_values_ok,
     warn_swapped_inputs,
 )
-from rankstream.core.lists.chance import CHANCE_QUANTITIES, chance_terms
+from rankstream.core.lists.chance import (
+    CHANCE_QUANTITIES,
+    best_of,
+    chance_quantities,
+    chance_terms,
+    expected_of,
+    variance_of,
+)
 from rankstream.core.lists.conventions import CONVENTION_NAMES, ListConventions, explicit_signature
 from rankstream.core.lists.selection import Selection, positions
 from rankstream.core.state import check_sums
@@ -111,21 +118,6 @@ def squared_list_values_of(out: ListOutput) -> Array:
 def list_ones_of(out: ListOutput) -> Array:
     """1 per list ``(B,)`` (the term of ``w2_sum``)."""
     return out.values[:, 0] * 0.0 + 1.0
-
-
-def expected_of(out: ListOutput) -> Array:
-    """The per-list expectations under random ranking (the term of ``chance_expected_sum``)."""
-    return out.expected
-
-
-def variance_of(out: ListOutput) -> Array:
-    """The per-list variances under random ranking (the term of ``chance_variance_sum``)."""
-    return out.variance
-
-
-def best_of(out: ListOutput) -> Array:
-    """The per-list values under the ideal ranking (the term of ``chance_best_sum``)."""
-    return out.best
 
 
 #: what a list metric with a confidence level reports besides its value
@@ -565,7 +557,7 @@ class ListKernel:
         if self._confidence is not None:
             out.update(self._interval(sums, value, xp))
         if self._chance:
-            out.update(self._chance_quantities(sums, value, xp))
+            out.update(chance_quantities(sums, value, xp))
         return out
 
     def _interval(self, sums: Mapping[str, Any], value: Array, xp: Any) -> dict[str, Array]:
@@ -581,22 +573,6 @@ class ListKernel:
         )
         low, high = interval(value, stderr, critical)
         return {"stderr": stderr, "ci_low": low, "ci_high": high, "count": n + 0.0 * value}
-
-    @staticmethod
-    def _chance_quantities(sums: Mapping[str, Any], value: Array, xp: Any) -> dict[str, Array]:
-        """``expected``, ``adjusted`` and ``z`` of :meth:`compute` (0 before any list;
-        ``adjusted`` NaN where ``M_best = E`` and ``z`` NaN where ``Var = 0``: every ranking
-        scores the same there)."""
-        w = sums["weight_sum"]
-        safe = xp.where(w > 0, w, 1.0)
-        expected = xp.where(w > 0, sums["chance_expected_sum"] / safe, 0.0 * value)
-        best = xp.where(w > 0, sums["chance_best_sum"] / safe, 0.0 * value)
-        var = xp.where(w > 0, sums["chance_variance_sum"] / (safe * safe), 0.0 * value)
-        gain, room = value - expected, best - expected
-        adjusted = xp.where(room != 0, gain / xp.where(room != 0, room, 1.0), float("nan"))
-        sd = xp.sqrt(xp.maximum(var, 0.0))
-        z = xp.where(sd > 0, gain / xp.where(sd > 0, sd, 1.0), float("nan"))
-        return {"expected": expected, "adjusted": adjusted, "z": z}
 
     def select(self, values: Mapping[str, Array]) -> Any:
         """What the metric reports: the value at every ``k`` (ordered by ``top_k``); with

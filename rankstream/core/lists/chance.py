@@ -41,7 +41,15 @@ from rankstream.core.lists.selection import Selection
 if TYPE_CHECKING:
     from rankstream.core.lists.base import ListKernel
 
-__all__ = ["CHANCE_QUANTITIES", "chance_terms", "list_sizes"]
+__all__ = [
+    "CHANCE_QUANTITIES",
+    "best_of",
+    "chance_quantities",
+    "chance_terms",
+    "expected_of",
+    "list_sizes",
+    "variance_of",
+]
 
 #: what a list metric with ``chance=True`` reports besides its value
 CHANCE_QUANTITIES = ("expected", "adjusted", "z")
@@ -435,3 +443,36 @@ def chance_terms(kernel: ListKernel, sel: Selection) -> tuple[Array, Array, Arra
     if isinstance(kernel, BinaryListKernel):
         return _binary_terms(kernel, sel, kernel.count_relevant(sel))
     raise TypeError(f"chance=True has no moments for {type(kernel).__name__}")
+
+
+def expected_of(out: Any) -> Array:
+    """The per-list expectations of a ``ListOutput`` (the term of ``chance_expected_sum``)."""
+    return out.expected
+
+
+def variance_of(out: Any) -> Array:
+    """The per-list variances of a ``ListOutput`` (the term of ``chance_variance_sum``)."""
+    return out.variance
+
+
+def best_of(out: Any) -> Array:
+    """The per-list best values of a ``ListOutput`` (the term of ``chance_best_sum``)."""
+    return out.best
+
+
+def chance_quantities(sums: Any, value: Array, xp: Any) -> dict[str, Array]:
+    """``expected``, ``adjusted`` and ``z`` from the sums, elementwise on ``xp`` (numpy or
+    ``keras.ops``): ``E = chance_expected_sum / W``, ``M_best = chance_best_sum / W``,
+    ``adjusted = (value - E) / (M_best - E)``, ``z = (value - E) / sqrt(chance_variance_sum / W^2)``
+    (0 before any list; ``adjusted`` NaN where ``M_best = E`` and ``z`` NaN where the variance
+    is 0: every ranking scores the same there)."""
+    w = sums["weight_sum"]
+    safe = xp.where(w > 0, w, 1.0)
+    expected = xp.where(w > 0, sums["chance_expected_sum"] / safe, 0.0 * value)
+    best = xp.where(w > 0, sums["chance_best_sum"] / safe, 0.0 * value)
+    var = xp.where(w > 0, sums["chance_variance_sum"] / (safe * safe), 0.0 * value)
+    gain, room = value - expected, best - expected
+    adjusted = xp.where(room != 0, gain / xp.where(room != 0, room, 1.0), float("nan"))
+    sd = xp.sqrt(xp.maximum(var, 0.0))
+    z = xp.where(sd > 0, gain / xp.where(sd > 0, sd, 1.0), float("nan"))
+    return {"expected": expected, "adjusted": adjusted, "z": z}
