@@ -446,3 +446,20 @@ def test_every_way_to_the_sums_of_gains_equals_the_enumeration(monkeypatch, case
         monkeypatch.setattr(chance, "_sparse", lambda kernel, sel: False)
     monkeypatch.setattr(sys.modules[__name__], "KS", [1, 2, 5])
     test_each_lists_moments_equal_the_enumeration_of_every_ordering(case, "zero")
+
+
+def test_checkpoints_carry_the_chance_fields_and_a_state_without_them_is_refused():
+    data = batches(seed=8, n_batches=2)
+    src = MeanReciprocalRank([3, 10], chance=True)
+    for s, y, m, _ in data:
+        src.update((torch.from_numpy(s), torch.from_numpy(y), {"mask": torch.from_numpy(m)}))
+    dst = MeanReciprocalRank([3, 10], chance=True)
+    dst.load_state_dict(src.state_dict())
+    assert dst.compute() == src.compute()
+    with pytest.raises(
+        ValueError, match=r"state_dict does not fit MeanReciprocalRank with fields .*'chance_"
+    ):
+        dst.load_state_dict(MeanReciprocalRank([3, 10]).state_dict())
+    plain = State(MAPKernel(3)).update(data[0][0], data[0][1])
+    with pytest.raises(ValueError, match=r"its fields and their shapes are .*'chance_expected_sum'"):
+        State(MAPKernel(3, chance=True)).load_state_dict(plain.state_dict())
