@@ -90,7 +90,7 @@ def list_sizes(sel: Selection) -> Array:
     """``N`` per list ``(B,)``: the items in the list (one count of the mask, once per batch)."""
     ops, acc = sel.ops, sel.positions.dtype
     if sel.full_valid is None:
-        return ops.zeros((sel.labels.shape[0],), sel.positions, acc) + float(sel.n)
+        return ops.cast(sel.labels[:, 0], acc) * 0.0 + float(sel.n)  # no static batch size needed
     return sel.once("chance_sizes", lambda: ops.row_count(sel.full_valid, acc, sel.ctx.workspace))
 
 
@@ -150,7 +150,7 @@ def _survival(sel: Selection, n: Array, r: Array, width: int) -> tuple[Array, Ar
         den = ops.where(inside, nn - j + 1.0, 1.0)
         factor = ops.where(inside, ops.maximum(nn - rr - j + 1.0, 0.0) / den, 1.0)
         s = ops.exp2(ops.cumsum(ops.log2(factor), axis=1))
-        prev = ops.concat([ops.zeros((s.shape[0], 1), s, s.dtype) + 1.0, s[:, :-1]], axis=1)
+        prev = ops.concat([s[:, :1] * 0.0 + 1.0, s[:, :-1]], axis=1)
         return s, ops.where(inside, prev * rr / den, 0.0)
 
     return _by_rows(sel, width, tile, n, r)
