@@ -22,10 +22,14 @@ class):
 
 The derivations, the best values and the enumerations that check each formula are in
 ``docs/chance.md``. Cost: the binary metrics reuse the count of relevant items and add one count of
-each list's items under a mask; HitRate and MRR add a ``(B, K)`` product over the ranks
-(``K = min(max k, items)``); DCG and nDCG add one pass over the labels (their gains), tile by tile
-of rows where values are read back so that no full-size temporary is made, and DCG the ideal
-ranking's ``topk`` of the labels (nDCG has it already).
+each list's items under a mask; HitRate and MRR add a ``(B, max k)`` product over the ranks,
+shared by the metrics of one threshold. DCG and nDCG need each list's sums of gains: nDCG reads
+them from the ideal ranking it took where that holds every nonzero gain; binary relevance gives
+them from counts; otherwise one ``nonzero`` pass over the labels, row tile by row tile, computes
+the gains of those items only (shared by a collection's DCG and nDCG of one gain and threshold).
+A callable gain, or no read-back (an accelerator, a ``jit`` trace), takes one dense pass. DCG's
+``IDCG@k`` comes from the counts or from the nonzero gains. Where values are read back no pass
+makes a full-size temporary.
 """
 
 from __future__ import annotations
