@@ -6,13 +6,15 @@ defaults of its peer come from the row's ``ignite`` presentation, its options fr
 signature. The signature is ignite's, in ignite's order::
 
     (top_k, ignore_zero_hits, [relevance_threshold, gain_function,] output_transform, device,
-     skip_unrolling, *, <the kernel's own options>, [relevance_threshold,] ties, seed, confidence)
+     skip_unrolling, *, <the kernel's own options>, [relevance_threshold,] ties, seed, confidence,
+     chance)
 
 ``top_k`` only for a metric with a cut-off; ``relevance_threshold`` and ``gain_function`` (the
 kernel's ``gain``) positional for a graded metric (a kernel with a gain), as ignite's ``NDCG``.
 ``ignore_zero_hits`` is the kernel's ``empty`` policy (``"skip"`` / ``"zero"``); lists are
 weighted per list and negative labels kept, as ignite. ``confidence`` (every list kernel's, the
-last option) adds the standard error, interval and count to ``compute()``.
+next to last option) adds the standard error, interval and count to ``compute()``; ``chance`` (the
+last) adds the expectation under random ranking, the adjusted index and the z-score.
 """
 
 from __future__ import annotations
@@ -82,6 +84,11 @@ LIST_ARGS: dict[str, Any] = {
     "degrees of freedom, the lists counted), each a list ordered by sorted ``top_k`` (a float without "
     "``top_k``); attached as ``name``, the engine gets ``name`` and ``name_stderr``, "
     "``name_ci_low``, ``name_ci_high``, ``name_count``.",
+    "chance": 'False (default) or True: ``compute()`` returns a mapping with ``"expected"`` (the mean '
+    'value under a uniformly random ranking of each list\'s items), ``"adjusted"`` (``(M - E) / (M_best - '
+    'E)``: 1 at the ideal ranking, 0 by chance) and ``"z"`` (``(M - E) / sqrt(Var)``) beside ``"value"`` '
+    "(after the interval's quantities with ``confidence``); the engine gets ``name_expected``, "
+    "``name_adjusted``, ``name_z`` (see docs/chance.md).",
 }
 
 #: ignite's names of kernel arguments (ignite's ``NDCG``: ``gain_function``)
@@ -117,7 +124,7 @@ def list_signature(row: ListMetricRow) -> inspect.Signature:
         return IGNITE_NAMES.get(name, name), row.ignite.defaults.get(name, kernel[name].default), annotation
 
     positional = GRADED_POSITIONAL if graded else ()
-    last = ("confidence",)  # every list kernel's: after ignite's options
+    last = ("confidence", "chance")  # every list kernel's: after ignite's options
     own = [
         n for n in kernel if n != "top_k" and n not in _CONVENTIONS and n not in positional and n not in last
     ]
@@ -208,7 +215,8 @@ class ListMetrics(KernelMetric):
     ``ListMetrics(["ndcg@10", "map@5", "recall@20", "mrr@10", "precision@5", "hit_rate@10"])``.
     ``compute()`` returns ``{name: value}``; attached to an ``Engine``, each name is also put in
     ``engine.state.metrics`` (after ``prefix``). With ``confidence=0.95`` every name is followed
-    by ``"{name}_stderr"``, ``"{name}_ci_low"``, ``"{name}_ci_high"`` and ``"{name}_count"``.
+    by ``"{name}_stderr"``, ``"{name}_ci_low"``, ``"{name}_ci_high"`` and ``"{name}_count"``; with
+    ``chance=True`` by ``"{name}_expected"``, ``"{name}_adjusted"`` and ``"{name}_z"``.
 
     Names are written as ranx and ir_measures write them, case-insensitive, each with ``@k`` or
     without (the whole list; see `rankstream.core.lists.collection`):
@@ -232,12 +240,14 @@ class ListMetrics(KernelMetric):
         seed: int | None = None,
         prefix: str = "",
         confidence: float | None = None,
+        chance: bool = False,
     ) -> None:
         empty = empty_policy(ignore_zero_hits)
         kernel = CollectionKernel(
-            metrics, PEER_DEFAULTS, empty=empty, ties=ties, seed=seed, confidence=confidence
+            metrics, PEER_DEFAULTS, empty=empty, ties=ties, seed=seed, confidence=confidence, chance=chance
         )
         self.metrics, self.ignore_zero_hits, self.confidence = kernel.metrics, ignore_zero_hits, confidence
+        self.chance = chance
         super().__init__(kernel, output_transform, device, skip_unrolling, prefix)
 
 
@@ -255,5 +265,8 @@ ListMetrics.__doc__ = docstring(
         "confidence": "None (default) or a level in (0, 1), e.g. 0.95: every name is followed by "
         '``"{name}_stderr"``, ``"{name}_ci_low"``, ``"{name}_ci_high"`` and ``"{name}_count"`` (the standard '
         "error of the mean over the lists, Student's t interval at that level, the lists counted).",
+        "chance": 'False (default) or True: every name is followed by ``"{name}_expected"``, '
+        '``"{name}_adjusted"`` and ``"{name}_z"`` (the mean under a uniformly random ranking, the '
+        "chance-adjusted index and the z-score; see docs/chance.md).",
     },
 )

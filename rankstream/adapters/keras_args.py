@@ -58,6 +58,10 @@ ARGS: dict[str, str] = {
     '"_ci_high": ..., name + "_count": ...}}``, each a key of the logs: the standard error of the mean '
     "over the lists (weighted by the collapsed list weights), Student's t interval at that level with "
     "``count - 1`` degrees of freedom, and the lists counted.",
+    "chance": 'False (default) or True: ``result()`` is ``{{name: value, name + "_expected": ..., name + '
+    '"_adjusted": ..., name + "_z": ...}}`` (after the interval\'s keys with ``confidence``), each a key of '
+    "the logs: the mean under a uniformly random ranking of each list's items, ``(M - E) / (M_best - E)`` "
+    "(1 at the ideal ranking, 0 by chance) and ``(M - E) / sqrt(Var)`` (see docs/chance.md).",
 }
 
 

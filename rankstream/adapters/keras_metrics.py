@@ -39,7 +39,8 @@ def default_rank_discount_fn(rank: Any) -> Any:
 #: the kernel arguments every list metric sets the same way (the rest are the kernel's own
 #: options, keyword-only in the class, with the row's peer defaults)
 _SHARED = frozenset(
-    "top_k gain discount relevance_threshold empty ties seed weighting negative_labels confidence".split()
+    "top_k gain discount relevance_threshold empty ties seed weighting negative_labels confidence "
+    "chance".split()
 )
 
 #: the inputs of every list metric (added after a row's docstring opening unless it states them)
@@ -94,7 +95,8 @@ class _ListMetric(KernelMetric):
     threshold: ClassVar[float | None] = 1.0  # the default relevance_threshold
 
     def _setup(self, *, shuffle_ties: bool, seed: Any, name: str | None, dtype: Any, relevance_threshold: Any,
-               empty: str, state_dtype: str | None, confidence: float | None, ties: str | None = None,
+               empty: str, state_dtype: str | None, confidence: float | None, chance: bool = False,
+               ties: str | None = None,
                k: int | None = None,
                gain_fn: Callable[[Any], Any] | str | None = None,
                rank_discount_fn: Callable[[Any], Any] | None = None, **options: Any) -> None:  # fmt: skip
@@ -115,6 +117,9 @@ class _ListMetric(KernelMetric):
         conv = {"relevance_threshold": relevance_threshold, "empty": empty, **kernel_kw}
         if confidence is not None:
             conv["confidence"] = confidence
+        self.chance = chance
+        if chance is not False:  # the kernel checks it is a bool
+            conv["chance"] = chance
         conv.update(keras_rs_conventions(shuffle_ties, ties))
         top_k = [WHOLE_LIST if k is None else k] if self._row.takes_k else []
         kernel = self._row.kernel(*top_k, **conv)
@@ -123,16 +128,19 @@ class _ListMetric(KernelMetric):
         super().__init__(kernel, name=name, dtype=dtype, seed_generator=generator, state_dtype=state_dtype)
 
     def get_config(self) -> dict[str, Any]:
-        return with_confidence(super().get_config(), self.confidence, self.ties)
+        return with_confidence(super().get_config(), self.confidence, self.chance, self.ties)
 
 
 def with_confidence(
-    config: dict[str, Any], confidence: float | None, ties: str | None = None
+    config: dict[str, Any], confidence: float | None, chance: bool = False, ties: str | None = None
 ) -> dict[str, Any]:
-    """A metric's config with its ``confidence`` level and its ``ties`` policy where they are set
-    (without them, the config is as it always was)."""
+    """A metric's config with its ``confidence`` level where one is set, ``chance`` where it is
+    on and its ``ties`` policy where one is given (without them, the config of a metric reporting
+    its value alone is as it always was)."""
     if confidence is not None:
         config["confidence"] = confidence
+    if chance:
+        config["chance"] = chance
     if ties is not None:
         config["ties"] = ties
     return config
@@ -159,6 +167,7 @@ def _list_signature(row: ListMetricRow) -> tuple[inspect.Signature, dict[str, An
         "empty": ("str", "zero"),
         "state_dtype": ("str | None", None),
         "confidence": ("float | None", None),
+        "chance": ("bool", False),
         "ties": ("str | None", None),
     }
     return signature(positional, keyword), {n: d for n, (_, d) in options.items()}, gain
@@ -238,7 +247,8 @@ class ListMetrics(KernelMetric):
     whole list). Each metric takes its class's defaults here (`NDCG`, `DCG`: labels as they
     are; `MAP`: ``Z`` the weighted relevant count; `PrecisionAtK`: over ``min(k, valid
     items)``; relevant meaning ``y >= 1`` otherwise). With ``confidence=0.95`` every name is
-    followed by ``name + "_stderr"``, ``"_ci_low"``, ``"_ci_high"`` and ``"_count"``.
+    followed by ``name + "_stderr"``, ``"_ci_low"``, ``"_ci_high"`` and ``"_count"``; with
+    ``chance=True`` by ``"_expected"``, ``"_adjusted"`` and ``"_z"``.
 
     Args:
         metrics: the metric names, e.g. ``["ndcg@10", "map@5"]``.
@@ -257,6 +267,10 @@ class ListMetrics(KernelMetric):
             ``name + "_stderr"``, ``"_ci_low"``, ``"_ci_high"`` and ``"_count"`` in the result and
             the logs (the standard error of the mean over the lists, Student's t interval at
             that level, the lists counted).
+        chance: False (default) or True: every name is followed by ``name + "_expected"``,
+            ``"_adjusted"`` and ``"_z"`` (the mean under a uniformly random ranking of each
+            list's items, ``(M - E) / (M_best - E)`` and ``(M - E) / sqrt(Var)``; see
+            docs/chance.md).
         ties: None (default: as ``shuffle_ties`` says) or the tie policy, overriding it:
             ``"first"``, ``"random"`` or ``"expected"`` (the exact mean over every order of
             the tied items: reproducible where scores tie).
@@ -267,16 +281,17 @@ class ListMetrics(KernelMetric):
     def __init__(self, metrics: list[str], shuffle_ties: bool = True, seed: Seed = None,
                  name: str | None = "list_metrics", dtype: Any = None, *, empty: str = "zero",
                  state_dtype: str | None = None, prefix: str = "",
-                 confidence: float | None = None, ties: str | None = None) -> None:  # fmt: skip
+                 confidence: float | None = None, chance: bool = False,
+                 ties: str | None = None) -> None:  # fmt: skip
         self.metrics, self.shuffle_ties, self.seed, self.empty = list(metrics), shuffle_ties, seed, empty
-        self.confidence, self.ties = confidence, ties
+        self.confidence, self.chance, self.ties = confidence, chance, ties
         conventions = keras_rs_conventions(shuffle_ties, ties)
         kernel = ListMetricsKernel(
-            metrics, COLLECTION_DEFAULTS, empty=empty, confidence=confidence, **conventions
+            metrics, COLLECTION_DEFAULTS, empty=empty, confidence=confidence, chance=chance, **conventions
         )
         seed_generator(shuffle_ties, seed)  # the arguments checked as given
         generator = seed_generator(conventions["ties"] == "random", seed)
         super().__init__(kernel, name, dtype, generator, state_dtype, prefix)
 
     def get_config(self) -> dict[str, Any]:
-        return with_confidence(super().get_config(), self.confidence, self.ties)
+        return with_confidence(super().get_config(), self.confidence, self.chance, self.ties)

@@ -25,9 +25,9 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
     """``name(y_pred, y, k=10, *, mask=None, <the kernel's options>, return_counted=False)``:
     the per-list values of one batch, shape ``(batch,)`` for an int ``k`` and
     ``(batch, len(k))`` (sorted ``k``) for a list; with ``return_counted`` also whether each
-    list holds a relevant item; with the kernel's ``confidence``, the batch's mean, standard
-    error and interval instead. ``with_k=False`` (a kernel without ``top_k``, as R-precision):
-    no ``k`` argument, shape ``(batch,)``."""
+    list holds a relevant item; with the kernel's ``confidence`` or ``chance``, the batch's mean
+    with its standard error and interval, or its chance quantities, instead. ``with_k=False``
+    (a kernel without ``top_k``, as R-precision): no ``k`` argument, shape ``(batch,)``."""
 
     def function(y_pred: Any, y: Any, *args: Any, **kwargs: Any) -> Any:
         if len(args) > with_k:
@@ -47,9 +47,10 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
         mask = kwargs.pop("mask", None)
         return_counted = kwargs.pop("return_counted", False)
         kernel = kernel_cls(k, **kwargs) if with_k else kernel_cls(**kwargs)
-        if kernel.confidence is not None:  # the batch's mean with its standard error and interval
+        if kernel.confidence is not None or kernel.chance:  # the batch's mean with its statistics
             if return_counted:
-                raise ValueError(f"{name}(): return_counted goes with per-list values, not with confidence")
+                given = "confidence" if kernel.confidence is not None else "chance"
+                raise ValueError(f"{name}(): return_counted goes with per-list values, not with {given}")
             from rankstream.core.state import State
 
             stats = State(kernel).update(y_pred, y, mask=mask).compute()
@@ -80,7 +81,9 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
         "list holds a relevant item. With ``confidence`` (a level such as 0.95) the batch's mean "
         "instead, with its standard error and Student-t interval over the lists: "
         "``{'value', 'stderr', 'ci_low', 'ci_high', 'count'}`` (floats for an int ``k``, lists "
-        "ordered by ``k`` otherwise; see docs/statistics.md)."
+        "ordered by ``k`` otherwise; see docs/statistics.md). With ``chance=True`` the batch's mean "
+        "with ``'expected'`` (under a uniformly random ranking of each list), ``'adjusted'`` and "
+        "``'z'`` beside it (see docs/chance.md)."
     )
     return function
 

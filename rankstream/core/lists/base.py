@@ -18,6 +18,14 @@ standard error of the weighted mean over the lists (the ratio-estimator variance
 interval at that level with ``n - 1`` degrees of freedom, and the count
 (:mod:`rankstream.core.uncertainty`; the derivation is in ``docs/statistics.md``).
 
+With ``chance=True`` the state also keeps, under a uniformly random ranking of each list's items
+(:mod:`rankstream.core.lists.chance`), ``chance_expected_sum[j] = sum_i w_i E[v_ij]``,
+``chance_variance_sum[j] = sum_i w_i^2 Var[v_ij]`` and ``chance_best_sum[j] = sum_i w_i b_ij``
+(``b`` the value under the ideal ranking), and the metric reports ``expected`` (``E``, the
+weighted mean of the expectations), ``adjusted`` ``(M - E) / (M_best - E)`` (1 at the optimum,
+0 by chance; ``M_best`` the weighted mean of ``b``) and ``z`` ``(M - E) / sqrt(Var)`` with
+``Var = sum_i w_i^2 Var[v_i] / (sum_i w_i)^2`` (``docs/chance.md``).
+
 The conventions are one frozen :class:`~rankstream.core.lists.conventions.ListConventions`
 (each adapter picks its peer's).
 
@@ -44,6 +52,14 @@ from rankstream.core.inputs import (
     list_batch,
     list_values_ok,
     warn_swapped_inputs,
+)
+from rankstream.core.lists.chance import (
+    CHANCE_QUANTITIES,
+    best_of,
+    chance_quantities,
+    chance_terms,
+    expected_of,
+    variance_of,
 )
 from rankstream.core.lists.conventions import CONVENTION_NAMES, ListConventions, explicit_signature
 from rankstream.core.lists.selection import Selection, positions
@@ -82,6 +98,11 @@ class ListOutput:
     counted: Array | None = None
     weights: Array | None = None
     invalid: Array | None = None
+    #: with ``chance=True``: per list ``(B, len(top_k))`` the expectation and variance under a
+    #: uniformly random ranking and the value under the ideal ranking (:meth:`ListKernel.outputs`)
+    expected: Array | None = None
+    variance: Array | None = None
+    best: Array | None = None
 
 
 def list_values_of(out: ListOutput) -> Array:
@@ -204,7 +225,12 @@ class ListKernel:
     ``confidence`` (every list kernel; None by default): a level in (0, 1), e.g. 0.95, adds
     the fields of the standard error (``w2v2_sum``, ``w2v_sum``, ``w2_sum``) and makes the metric
     report ``stderr``, ``ci_low``, ``ci_high`` and ``count`` beside its value (see the module
-    docstring). None: the fields, results and settings of the metric alone."""
+    docstring). None: the fields, results and settings of the metric alone.
+
+    ``chance`` (every list kernel; False by default): True adds the fields of the metric under
+    a uniformly random ranking (``chance_expected_sum``, ``chance_variance_sum``,
+    ``chance_best_sum``) and makes it report ``expected``, ``adjusted`` and ``z`` beside its
+    value (after the interval's quantities when both are on; see the module docstring)."""
 
     name = "list"
     #: whether per-item weights scale the per-list values themselves (an unnormalised sum such
@@ -213,7 +239,12 @@ class ListKernel:
     weighted_values = False
 
     def __init__(
-        self, top_k: int | list[int] = 10, *, confidence: float | None = None, **conventions: Any
+        self,
+        top_k: int | list[int] = 10,
+        *,
+        confidence: float | None = None,
+        chance: bool = False,
+        **conventions: Any,
     ) -> None:
         unknown = [name for name in conventions if name not in CONVENTION_NAMES]
         if unknown:
@@ -225,6 +256,9 @@ class ListKernel:
         # private: not a saved setting (the level reads the same sums); the fields tell the
         # states with the standard error's sums from those without
         self._confidence = None if confidence is None else check_level(confidence, "confidence")
+        if not isinstance(chance, bool):
+            raise TypeError(f"chance must be a bool, got {chance!r}")
+        self._chance = chance  # private as the level: the fields tell the states apart
 
     @property
     def confidence(self) -> float | None:
@@ -232,12 +266,20 @@ class ListKernel:
         return self._confidence
 
     @property
+    def chance(self) -> bool:
+        """Whether the metric reports its expectation under random ranking, the adjusted index
+        and the z-score."""
+        return self._chance
+
+    @property
     def quantities(self) -> tuple[str, ...]:
         """What the metric reports besides ``"value"`` (names of :meth:`compute`'s results):
-        ``("stderr", "ci_low", "ci_high", "count")`` with a ``confidence`` level, else none.
+        ``("stderr", "ci_low", "ci_high", "count")`` with a ``confidence`` level, then
+        ``("expected", "adjusted", "z")`` with ``chance``, else none.
         With any, :meth:`select` and :meth:`finalize` give ``{"value": ..., q: ...}``. A
         subclass may set its own as a class attribute."""
-        return INTERVAL_QUANTITIES if self._confidence is not None else ()
+        interval_q = INTERVAL_QUANTITIES if self._confidence is not None else ()
+        return interval_q + (CHANCE_QUANTITIES if self._chance else ())
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -262,6 +304,10 @@ class ListKernel:
             fields["w2v2_sum"] = ListField(per_k, squared_list_values_of, power=2)
             fields["w2v_sum"] = ListField(per_k, list_values_of, power=2)
             fields["w2_sum"] = ListField((), list_ones_of, power=2)
+        if self._chance:
+            fields["chance_expected_sum"] = ListField(per_k, expected_of)
+            fields["chance_variance_sum"] = ListField(per_k, variance_of, power=2)
+            fields["chance_best_sum"] = ListField(per_k, best_of)
         return fields
 
     @property
@@ -431,10 +477,16 @@ class ListKernel:
         if sel.in_list is not None:  # a list with no item (all masked) is not a list: never counted
             counted = counted & (sel.in_list[:, 0] > 0)
         values = out.values
+        if self._chance:
+            out.expected, out.variance, out.best = chance_terms(self, sel)
         if conv.weighting == "keras_rs":
             w = self.list_weights(sel, out, invalid)
             if self.weighted_values and sel.full_item_weights is not None:  # keras-rs divides it
                 values = self.divide(sel, values, w[:, None])
+                if self._chance:  # the same division (squared for the variance)
+                    out.expected = self.divide(sel, out.expected, w[:, None])
+                    out.variance = self.divide(sel, out.variance, (w * w)[:, None])
+                    out.best = self.divide(sel, out.best, w[:, None])
         else:
             w = sel.weights
         out.values, out.counted, out.weights, out.invalid = values, counted, w, invalid  # out is this call's
@@ -515,8 +567,16 @@ class ListKernel:
         safe = xp.where(w > 0, w, 1.0)
         value = xp.where(w > 0, sums["value_sum"] / safe, 0.0 * sums["value_sum"])
         value = xp.where(sums["invalid"] > 0, float("nan"), value)
-        if self._confidence is None:
-            return {"value": value}
+        out = {"value": value}
+        if self._confidence is not None:
+            out.update(self._interval(sums, value, xp))
+        if self._chance:
+            out.update(chance_quantities(sums, value, xp))
+        return out
+
+    def _interval(self, sums: Mapping[str, Any], value: Array, xp: Any) -> dict[str, Array]:
+        """``stderr``, ``ci_low``, ``ci_high`` and ``count`` of :meth:`compute`."""
+        w = sums["weight_sum"]
         n = sums["count"]
         var = weighted_variance_of_mean(n, w, sums["w2_sum"], sums["w2v_sum"], sums["w2v2_sum"], value, xp)
         stderr = xp.sqrt(var)
@@ -526,7 +586,7 @@ class ListKernel:
             else t_quantile_xp(self._confidence, n - 1.0, xp)
         )
         low, high = interval(value, stderr, critical)
-        return {"value": value, "stderr": stderr, "ci_low": low, "ci_high": high, "count": n + 0.0 * value}
+        return {"stderr": stderr, "ci_low": low, "ci_high": high, "count": n + 0.0 * value}
 
     def select(self, values: Mapping[str, Array]) -> Any:
         """What the metric reports: the value at every ``k`` (ordered by ``top_k``); with
@@ -555,6 +615,7 @@ class ListKernel:
 
     def __repr__(self) -> str:
         level = "" if self._confidence is None else f", confidence={self._confidence}"
+        level += ", chance=True" if self._chance else ""
         return f"{type(self).__name__}(top_k={self.top_k}, {self.conventions}{level})"
 
 

@@ -93,6 +93,10 @@ class ListMetrics:
             that level and the count of lists (``"{name}_stderr"``, ``"{name}_ci_low"``,
             ``"{name}_ci_high"``, ``"{name}_count"``). Kernels given in a mapping carry their
             own ``confidence``.
+        chance: False (default) or True: every metric built from a name also reports its mean
+            under a uniformly random ranking, the chance-adjusted index and the z-score
+            (``"{name}_expected"``, ``"{name}_adjusted"``, ``"{name}_z"``; docs/chance.md).
+            Kernels given in a mapping carry their own ``chance``.
 
     Every metric must read the batch the same way: ``ties``, ``seed``, ``weighting`` and
     ``negative_labels`` are shared; thresholds, denominators and gains may differ. The result
@@ -116,6 +120,7 @@ class ListMetrics:
         negative_labels: str = "keep",
         relevance_threshold: float | str | None = "each",
         confidence: float | None = None,
+        chance: bool = False,
     ) -> None:
         conventions: dict[str, Any] = dict(
             empty=empty, ties=ties, seed=seed, weighting=weighting, negative_labels=negative_labels
@@ -124,6 +129,10 @@ class ListMetrics:
             conventions["relevance_threshold"] = relevance_threshold
         if confidence is not None:
             conventions["confidence"] = check_level(confidence, "confidence")
+        if not isinstance(chance, bool):
+            raise TypeError(f"chance must be a bool, got {chance!r}")
+        if chance:
+            conventions["chance"] = True
         if isinstance(metrics, str) or not isinstance(metrics, (Sequence, Mapping)) or len(metrics) == 0:
             raise ValueError(f"metrics must be a non-empty list of names, got {metrics!r}")
         if isinstance(metrics, Mapping):
@@ -131,6 +140,11 @@ class ListMetrics:
                 raise ValueError(
                     f"confidence applies to metrics given by name; given kernels carry their own "
                     f"(e.g. NDCGKernel(10, confidence={confidence!r})), got confidence={confidence!r}"
+                )
+            if chance:
+                raise ValueError(
+                    "chance applies to metrics given by name; given kernels carry their own "
+                    "(e.g. NDCGKernel(10, chance=True)), got chance=True"
                 )
             members = dict(metrics)
         else:

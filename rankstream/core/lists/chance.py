@@ -1,0 +1,482 @@
+"""Every list metric under a uniformly random ranking: per list, its expected value, its variance
+and its value under the ideal ranking, the terms of the chance-adjusted metrics.
+
+A list with ``N`` valid items (masked items, and items of weight ``<= 0`` under keras-rs
+weighting, are not in the list) of which ``R`` are relevant is ranked by a uniformly random
+permutation of its items; ``k`` is clipped to the list, ``k' = min(k, N)``. Each metric's moments
+come from a few per-list statistics, in one place (:func:`chance_terms`, dispatching on the kernel
+class):
+
+* binary metrics (Precision, Recall, HitRate, MRR, R-Precision, MAP): ``N`` and ``R``. The hits in
+  the top ``k'`` are hypergeometric (``E = k' R / N``,
+  ``Var = k' (R / N) (1 - R / N) (N - k') / (N - 1)``); HitRate is ``1 - S(k')`` with
+  ``S(j) = prod_{i <= j} (N - R - i + 1) / (N - i + 1)`` the chance that no relevant item is in
+  the top ``j``; MRR reads the first relevant position ``j``, ``P(j) = S(j - 1) R / (N - j + 1)``;
+  R-Precision is precision at ``k = R``; AP@k rests on the first four falling-factorial ratios
+  ``m_s = R^(s) / N^(s)`` and the harmonic numbers ``H_k', H2_k'`` (``E[W_k]`` and ``E[W_k^2]``);
+* DCG and nDCG: ``N``, the sum and the sum of squares of the items' (weighted) gains and the
+  discounts' prefix sums: DCG@k is a linear permutation statistic (Hoeffding),
+  ``E = mean(x) D1(k')``, ``Var = [D2(k') - D1(k')^2 / N] sum_i (x_i - mean x)^2 / (N - 1)``,
+  ``D1, D2`` the sums of the first ``k'`` discounts and of their squares; nDCG divides by
+  ``IDCG@k`` (and its square).
+
+The derivations, the best values and the enumerations that check each formula are in
+``docs/chance.md``. Cost: the binary metrics reuse the count of relevant items and add one count of
+each list's items under a mask; HitRate and MRR add a ``(B, max k)`` product over the ranks,
+shared by the metrics of one threshold. DCG and nDCG need each list's sums of gains: nDCG reads
+them from the ideal ranking it took where that holds every nonzero gain; binary relevance gives
+them from counts; otherwise one ``nonzero`` pass over the labels, row tile by row tile, computes
+the gains of those items only (shared by a collection's DCG and nDCG of one gain and threshold).
+A callable gain, or no read-back (an accelerator, a ``jit`` trace), takes one dense pass. DCG's
+``IDCG@k`` comes from the counts or from the nonzero gains. Where values are read back no pass
+makes a full-size temporary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rankstream.core.backends import Array
+from rankstream.core.lists.selection import Selection
+
+if TYPE_CHECKING:
+    from rankstream.core.lists.base import ListKernel
+
+__all__ = [
+    "CHANCE_QUANTITIES",
+    "best_of",
+    "chance_quantities",
+    "chance_terms",
+    "expected_of",
+    "list_sizes",
+    "variance_of",
+]
+
+#: what a list metric with ``chance=True`` reports besides its value
+CHANCE_QUANTITIES = ("expected", "adjusted", "z")
+
+#: the most values one row tile of a chance pass holds where values are read back (the
+#: gains of the labels, the ``(B, K)`` products over the ranks), and the share of the batch at most
+_TILE_VALUES = 1 << 18
+_SHARE = 32
+
+
+def _row_tiles(sel: Selection, width: int) -> list[slice] | None:
+    """Row slices covering the batch with at most ``max(min(_TILE_VALUES, B * width / _SHARE),
+    width)`` values each, where values are read back (eager, shapes known); None elsewhere (a
+    ``jit`` trace, an accelerator: one pass)."""
+    if not sel.ctx.read_back:
+        return None
+    b = int(sel.labels.shape[0])
+    budget = max(min(_TILE_VALUES, (b * width) // _SHARE), width)
+    step = max(budget // max(width, 1), 1)
+    if step >= b:
+        return None
+    return [slice(a, min(a + step, b)) for a in range(0, b, step)]
+
+
+def _by_rows(
+    sel: Selection, width: int, fn: Callable[..., tuple[Array, ...]], *arrays: Array
+) -> tuple[Array, ...]:
+    """``fn(*arrays)`` (each array with the batch's rows first, None passed through), row tile
+    by row tile (:func:`_row_tiles`), the results joined along the rows."""
+    tiles = _row_tiles(sel, width)
+    if tiles is None:
+        return fn(*arrays)
+    parts = [fn(*(None if a is None else a[r] for a in arrays)) for r in tiles]
+    return tuple(sel.ops.concat([p[i] for p in parts], axis=0) for i in range(len(parts[0])))
+
+
+def list_sizes(sel: Selection) -> Array:
+    """``N`` per list ``(B,)``: the items in the list (one count of the mask, once per batch)."""
+    ops, acc = sel.ops, sel.positions.dtype
+    if sel.full_valid is None:
+        return ops.cast(sel.labels[:, 0], acc) * 0.0 + float(sel.n)  # no static batch size needed
+    return sel.once("chance_sizes", lambda: ops.row_count(sel.full_valid, acc, sel.ctx.workspace))
+
+
+def _clipped_ks(sel: Selection, ks: tuple[int, ...], n: Array) -> Array:
+    """``k' = min(k, N)`` ``(B, len(ks))``."""
+    ops = sel.ops
+    kv = ops.asarray([float(k) for k in ks], sel.positions, sel.positions.dtype)
+    return ops.minimum(n[:, None], kv[None, :])
+
+
+def _prefix_table(sel: Selection, terms: Array) -> Array:
+    """``(K + 1,)``: 0, then the cumulative sums of ``terms`` ``(K,)``: entry ``j`` is the sum
+    over the ranks ``1..j``."""
+    ops = sel.ops
+    zero = ops.zeros((1,), terms, terms.dtype)
+    return ops.concat([zero, ops.cumsum(terms, axis=0)], axis=0)
+
+
+def _at(sel: Selection, table: Array, idx: Array) -> Array:
+    """``table[idx]`` for float indices ``idx`` holding whole numbers."""
+    ops = sel.ops
+    return ops.lookup(table, ops.cast(idx + 0.5, ops.int_dtype()))
+
+
+def _divide(sel: Selection, num: Array, den: Array) -> Array:
+    ops = sel.ops
+    pos = den > 0
+    return ops.where(pos, num / ops.where(pos, den, 1.0), 0.0 * num)
+
+
+def _falling(x: Array, s: int) -> Array:
+    """``x (x - 1) ... (x - s + 1)``."""
+    out = x
+    for i in range(1, s):
+        out = out * (x - float(i))
+    return out
+
+
+# -- the binary metrics ----------------------------------------------------------------------
+def _hypergeometric(sel: Selection, kk: Array, n: Array, r: Array) -> tuple[Array, Array]:
+    """Mean and variance of the hits in the top ``k'`` ``(B, len(top_k))``."""
+    p = _divide(sel, r, n)[:, None]
+    mean = kk * p
+    var = _divide(sel, kk * p * (1.0 - p) * (n[:, None] - kk), (n - 1.0)[:, None] + 0.0 * kk)
+    return mean, var
+
+
+def _survival(sel: Selection, n: Array, r: Array, width: int) -> tuple[Array, Array]:
+    """``(S, P)`` ``(B, width)``: ``S(j)`` the chance that no relevant item is among the first
+    ``j`` ranks (constant past ``N``) and ``P(j)`` that the first relevant item is at rank ``j``
+    (``width <= K``; kept per batch for every metric that asks with the same ``R``)."""
+    ops, pos = sel.ops, sel.positions[:width]
+
+    def tile(n: Array, r: Array) -> tuple[Array, Array]:
+        nn, rr, j = n[:, None], r[:, None], pos[None, :]
+        inside = j <= nn
+        den = ops.where(inside, nn - j + 1.0, 1.0)
+        factor = ops.where(inside, ops.maximum(nn - rr - j + 1.0, 0.0) / den, 1.0)
+        s = ops.exp2(ops.cumsum(ops.log2(factor), axis=1))
+        prev = ops.concat([s[:, :1] * 0.0 + 1.0, s[:, :-1]], axis=1)
+        return s, ops.where(inside, prev * rr / den, 0.0)
+
+    return _by_rows(sel, width, tile, n, r)
+
+
+def _binary_terms(kernel: ListKernel, sel: Selection, r: Array) -> tuple[Array, Array, Array]:
+    from rankstream.core.lists.hit_rate import HitRateKernel
+    from rankstream.core.lists.map import MAPKernel
+    from rankstream.core.lists.precision import PrecisionKernel
+    from rankstream.core.lists.r_precision import RPrecisionKernel
+    from rankstream.core.lists.recall import RecallKernel
+    from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
+
+    ops = sel.ops
+    n = list_sizes(sel)
+    has = ops.cast(r > 0, r.dtype)[:, None]
+    if isinstance(kernel, RPrecisionKernel):  # precision at k = R: E = R / N
+        mean, var = _hypergeometric(sel, r[:, None], n, r)
+        rr = r[:, None]
+        return _divide(sel, mean, rr), _divide(sel, var, rr * rr), has
+    kk = _clipped_ks(sel, kernel.top_k, n)
+    if isinstance(kernel, (PrecisionKernel, RecallKernel)):
+        mean, var = _hypergeometric(sel, kk, n, r)
+        best = ops.minimum(r[:, None], kk)
+        if isinstance(kernel, RecallKernel):
+            z = r[:, None] + 0.0 * kk
+        elif kernel.denominator == "k":
+            z = ops.asarray([float(k) for k in kernel.top_k], kk, kk.dtype)[None, :] + 0.0 * kk
+        else:
+            z = kk
+        return _divide(sel, mean, z), _divide(sel, var, z * z), _divide(sel, best, z)
+    if isinstance(kernel, MAPKernel):
+        return _ap_terms(kernel, sel, kk, n, r)
+    width = min(kernel.top_k[-1], sel.k)
+    t = kernel.conventions.relevance_threshold
+    s, p = sel.once(("chance_survival", t, width), lambda: _survival(sel, n, r, width))
+    if isinstance(kernel, HitRateKernel):
+        hit = 1.0 - kernel.cut(sel, s)
+        return hit, hit * (1.0 - hit), has + 0.0 * hit
+    if isinstance(kernel, ReciprocalRankKernel):
+        inv = 1.0 / sel.positions
+        mean = ops.matmul(p, kernel.cut_weights(sel, inv)[:width])
+        second = ops.matmul(p, kernel.cut_weights(sel, inv * inv)[:width])
+        return mean, ops.maximum(second - mean * mean, 0.0), has + 0.0 * mean
+    raise TypeError(f"chance=True has no moments for {type(kernel).__name__}")
+
+
+def _ap_terms(kernel: Any, sel: Selection, kk: Array, n: Array, r: Array) -> tuple[Array, Array, Array]:
+    """AP@k: ``W_k = sum_{i <= j <= k} X_i X_j / j`` with ``E[W_k]`` and ``E[W_k^2]`` from the
+    falling-factorial ratios ``m_s`` and ``H_k', H2_k'`` (MATH.md); ``AP@k = W_k / Z``."""
+    if sel.full_item_weights is not None:
+        raise ValueError(
+            "chance=True for MAP has no closed form with per-item weights (a (batch, num_items) "
+            f"sample_weight, here of shape {tuple(sel.full_item_weights.shape)}): pass one weight per "
+            "list, or leave chance off"
+        )
+    ops = sel.ops
+    inv = 1.0 / sel.positions
+    h1, h2 = _at(sel, _prefix_table(sel, inv), kk), _at(sel, _prefix_table(sel, inv * inv), kk)
+    m = [_divide(sel, _falling(r, s), _falling(n, s))[:, None] for s in range(1, 5)]
+    mean = m[0] * h1 + m[1] * (kk - h1)
+    second = (
+        m[0] * h2
+        + m[1] * (2.0 * h1 * h1 + 3.0 * h1 - 5.0 * h2)
+        + m[2] * (2.0 * kk * h1 + 5.0 * kk - 5.0 * h1 * h1 - 9.0 * h1 + 7.0 * h2)
+        + m[3] * (kk * kk - 2.0 * kk * h1 - 5.0 * kk + 3.0 * h1 * h1 + 6.0 * h1 - 3.0 * h2)
+    )
+    var = ops.maximum(second - mean * mean, 0.0)
+    rr = r[:, None] + 0.0 * kk
+    z = ops.minimum(rr, ops.asarray([float(k) for k in kernel.top_k], kk, kk.dtype)[None, :])
+    z = z if kernel.denominator == "min" else rr
+    return _divide(sel, mean, z), _divide(sel, var, z * z), _divide(sel, ops.minimum(rr, kk), z)
+
+
+# -- DCG and nDCG ----------------------------------------------------------------------------
+class _Gains:
+    """The items of a batch with a nonzero gain (named gains: ``g(0) = 0``), found where values
+    are read back by one comparison per row tile: their rows, (weighted) gains and, per list,
+    ``sum x``, ``sum x^2`` and the count. The passes over the batch are a comparison with the
+    threshold, the mask's ``and`` and a ``nonzero`` per tile; the gains are computed on those
+    items only."""
+
+    def __init__(self, kernel: Any, sel: Selection) -> None:
+        ops, acc = sel.ops, sel.positions.dtype
+        b, n = int(sel.item_labels.shape[0]), int(sel.item_labels.shape[1])
+        t = kernel.conventions.relevance_threshold
+        rows, gains = [], []
+        for r in _row_tiles(sel, n) or [slice(0, b)]:
+            y = sel.item_labels[r]
+            cond = y != 0 if t is None else y >= t if t > 0 else y > 0  # where g(y) may be nonzero
+            if sel.full_valid is not None:
+                cond = cond & sel.full_valid[r]
+            flat = ops.nonzero(ops.reshape(cond, (-1,)))
+            g = kernel._gains(sel, ops.cast(ops.lookup(ops.reshape(y, (-1,)), flat), acc))
+            if sel.full_item_weights is not None:
+                g = g * ops.lookup(ops.reshape(sel.full_item_weights[r], (-1,)), flat)
+            rows.append(ops.cast(flat // n + r.start, acc))
+            gains.append(g)
+        self.sel, self.b = sel, b
+        self.rows = ops.concat(rows, axis=0) if len(rows) > 1 else rows[0]
+        self.gains = ops.concat(gains, axis=0) if len(gains) > 1 else gains[0]
+        # the entries come row by row: a list's sums are differences of cumulative sums
+        edges = ops.arange(0, b, sel.positions, acc)
+        self.count = ops.histogram(self.rows[None, :], self.gains * 0.0 + 1.0, edges)[0]
+        ends = ops.cumsum(self.count, axis=0)
+        self.s1, self.s2 = (self._per_row(x, ends) for x in (self.gains, self.gains * self.gains))
+
+    def _per_row(self, x: Array, ends: Array) -> Array:
+        """Per list ``(B,)``: the sum of ``x`` ``(nnz,)`` over its entries (``ends``: the
+        cumulative counts)."""
+        ops = self.sel.ops
+        cum = ops.concat([ops.zeros((1,), x, x.dtype), ops.cumsum(x, axis=0)], axis=0)
+        return _at(self.sel, cum, ends) - _at(self.sel, cum, ends - self.count)
+
+    def negative(self) -> bool:
+        """Whether some item has a negative gain (a negative label kept): the padding of
+        :meth:`ideal` (zeros) then does not stand for the items of gain 0 (one small read)."""
+        ops = self.sel.ops
+        return bool(self.gains.shape[0]) and ops.host_bools(ops.any(self.gains < 0.0))[0]
+
+    def ideal(self, k: int) -> Array:
+        """The ``k`` largest gains of each list ``(B, <= k)`` (0 past its nonzero ones): each
+        item's place among its list's nonzero items, one scatter into a ``(B, most)`` array and
+        a ``topk`` of it (``most`` the largest count of nonzero gains in a list)."""
+        sel, ops, b = self.sel, self.sel.ops, self.b
+        acc = sel.positions.dtype
+        most = int(np.asarray(ops.to_numpy(ops.amin(-self.count))).reshape(-1)[0] * -1) if b else 0
+        if most == 0:
+            return ops.zeros((b, 1), sel.positions, acc)
+        start = ops.cumsum(self.count, axis=0) - self.count  # each list's first entry (row-major)
+        index = ops.cast(self.rows + 0.5, ops.int_dtype())
+        place = ops.arange(0, int(self.rows.shape[0]), sel.positions, acc) - ops.lookup(start, index)
+        edges = ops.arange(0, b * most, sel.positions, acc)
+        dense = ops.histogram((self.rows * most + place)[None, :], self.gains, edges)[0]
+        dense = ops.reshape(dense, (b, most))
+        return ops.topk(dense, min(k, most))[0]
+
+
+def _sparse(kernel: Any, sel: Selection) -> bool:
+    """Whether the nonzero gains serve (:class:`_Gains`): values read back (eager: their count is
+    data-dependent) and a named gain (``g(0) = 0``)."""
+    return sel.ctx.read_back and isinstance(kernel.gain, str)
+
+
+def _dense_gain_sums(kernel: Any, sel: Selection) -> tuple[Array, Array]:
+    """``(sum x, sum x^2)`` ``(B,)`` over each list's items, ``x`` the item's gain (times its
+    weight under per-item weights): one pass over the labels, row tile by row tile (a callable
+    gain, whose ``g(0)`` need not be 0, or a ``jit`` trace)."""
+    ops, acc = sel.ops, sel.positions.dtype
+
+    def tile(labels: Array, valid: Array | None, w: Array | None) -> tuple[Array, Array]:
+        x = kernel._gains(sel, ops.cast(labels, acc))
+        if w is not None:
+            x = x * w
+        if valid is not None:
+            x = ops.where(valid, x, 0.0)
+        return ops.sum(x, axis=1), ops.sum(x * x, axis=1)
+
+    return _by_rows(sel, sel.n, tile, sel.item_labels, sel.full_valid, sel.full_item_weights)
+
+
+def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None) -> Array:
+    """``IDCG@k`` ``(B, len(top_k))`` as the kernel reads it: named gains without item weights
+    where the kernel has it (nDCG: the shared ``topk`` of the labels), else from the nonzero
+    gains where every gain is ``>= 0``, else a ``topk`` of every item's (weighted) gain."""
+    from rankstream.core.lists.dcg import DCGKernel
+
+    ops = sel.ops
+    cuts = kernel.discount_cuts(sel)
+    conv = kernel.conventions
+    named = sel.full_item_weights is None and isinstance(kernel.gain, str)
+    if named and (not isinstance(kernel, DCGKernel) or gains is None):
+        cached = ("ideal", False) in sel.shared and ("ideal", True) not in sel.shared
+        ideal, ideal_in = sel.ideal(prefix=not cached)  # the one the kernel took
+        top = kernel._gains(sel, ideal)
+        if ideal_in is not None:
+            top = top * ideal_in
+        return ops.matmul(top, cuts[: top.shape[1]])
+    if gains is not None and (conv.relevance_threshold is not None or not gains.negative()):
+        top = gains.ideal(sel.k)
+        return ops.matmul(top, cuts[: top.shape[1]])
+    _, wg = kernel.item_gains(sel)
+    if sel.full_valid is not None:
+        top = ops.topk(ops.where(sel.full_valid, wg, float("-inf")), sel.k)[0]
+        top = ops.where(top > float("-inf"), top, 0.0)
+    else:
+        top = ops.topk(wg, sel.k)[0]
+    return ops.matmul(top, cuts)
+
+
+def _from_ideal(kernel: Any, sel: Selection) -> tuple[Array, Array] | None:
+    """``(sum x, sum x^2)`` read from the ideal ranking the kernel already took (nDCG: the top
+    ``K`` labels of every list) where it holds every nonzero gain of every list: a list whose
+    ideal ends on a gain of 0, or an ideal cut before ``K`` (every later label 0), or the whole
+    list. No pass over the batch (one small host read); None elsewhere."""
+    conv, ops = kernel.conventions, sel.ops
+    t = conv.relevance_threshold
+    if not _sparse(kernel, sel) or sel.full_item_weights is not None:
+        return None
+    if not ((t is not None and t > 0) or (t is None and conv.negative_labels == "mask")):
+        return None
+    kept = [sel.shared[key] for key in (("ideal", True), ("ideal", False)) if key in sel.shared]
+    if not kept:
+        return None
+    ideal, ideal_in = kept[0]
+    g = kernel._gains(sel, ideal)
+    if ideal_in is not None:
+        g = g * ideal_in
+    if int(ideal.shape[1]) >= sel.k and sel.k < sel.n:  # else every nonzero gain is in it
+        if not ops.host_bools(ops.all(g[:, -1] == 0.0))[0]:
+            return None
+    return ops.sum(g, axis=1), ops.sum(g * g, axis=1)
+
+
+def _one_label(kernel: Any, sel: Selection) -> tuple[float, Array] | None:
+    """Binary relevance, found by counting: ``(v, c)`` where every item of a nonzero gain has
+    the one label ``v`` (``c`` per list: their count), else None. Where values are read back, a
+    named gain, no item weights, a threshold ``> 0`` or negative labels masked; ``v`` is the
+    largest label of the ideal ranking the kernel read (nDCG) or of the ranked labels (DCG). Two
+    counting passes (one shared with the kernel's count of relevant items, one more for DCG)
+    and a few host reads, where the nonzero gains would cost a ``nonzero`` of the batch."""
+    conv, ops = kernel.conventions, sel.ops
+    t = conv.relevance_threshold
+    if not _sparse(kernel, sel) or sel.full_item_weights is not None:
+        return None
+    if not ((t is not None and t > 0) or (t is None and conv.negative_labels == "mask")):
+        return None
+    kept = [sel.shared[key][0] for key in (("ideal", True), ("ideal", False)) if key in sel.shared]
+    seen = kept[0] if kept else None
+    whole = seen is not None  # the ideal ranking: the batch's largest label is in it
+    seen = sel.labels if seen is None else seen
+    eligible = seen > 0.0 if t is None else seen >= t
+    if seen.shape[0] == 0 or not ops.host_bools(ops.any(eligible))[0]:
+        return None
+    v = float(np.asarray(ops.to_numpy(-ops.amin(-ops.where(eligible, seen, float("-inf"))))).reshape(-1)[0])
+    acc, ws = sel.positions.dtype, sel.ctx.workspace
+    labels, valid = sel.item_labels, sel.full_valid
+    count = kernel.count_relevant(sel)  # nonzero gains: label >= t (> 0)
+    at_v = sel.once(("relevant", v), lambda: ops.count_relevant(labels, v, False, valid, acc, ws))
+    same = at_v == count
+    if not whole:  # and no label above v
+        above = ops.count_relevant(labels, v, True, valid, acc, ws)
+        same = same & (above == 0)
+    return (v, count) if ops.host_bools(ops.all(same))[0] else None
+
+
+def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Array, Array]:
+    ops = sel.ops
+    n = list_sizes(sel)
+    kk = _clipped_ks(sel, kernel.top_k, n)
+    d = kernel.discounts(sel)
+    table = _prefix_table(sel, d)
+    d1, d2 = _at(sel, table, kk), _at(sel, _prefix_table(sel, d * d), kk)
+    key = ("chance_gains", kernel.gain, kernel.conventions.relevance_threshold)
+    read = _from_ideal(kernel, sel) if normalised else None
+    one = None if read is not None else sel.once(("chance_one", *key[1:]), lambda: _one_label(kernel, sel))
+    gains = None
+    if read is not None:
+        s1, s2 = read
+    elif one is not None:  # binary relevance: every nonzero gain is g(v)
+        g = kernel._gains(sel, ops.asarray([one[0]], sel.positions, sel.positions.dtype))
+        s1, s2 = g * one[1], g * g * one[1]
+    else:
+        gains = sel.once(key, lambda: _Gains(kernel, sel)) if _sparse(kernel, sel) else None
+        s1, s2 = (gains.s1, gains.s2) if gains is not None else _dense_gain_sums(kernel, sel)
+    mean_x = _divide(sel, s1, n)
+    ss = ops.maximum(s2 - mean_x * s1, 0.0)  # sum (x - mean)^2
+    mean = mean_x[:, None] * d1
+    var = ops.maximum(d2 - _divide(sel, d1 * d1, n[:, None] + 0.0 * kk), 0.0)
+    var = var * _divide(sel, ss, n - 1.0)[:, None]
+    if one is not None and not normalised:  # the c items of gain g(v) first
+        idcg = g[:, None] * _at(sel, table, ops.minimum(one[1][:, None], kk))
+    else:
+        idcg = _ideal_dcg(kernel, sel, gains)
+    if not normalised:
+        return mean, var, idcg
+    return _divide(sel, mean, idcg), _divide(sel, var, idcg * idcg), _divide(sel, idcg, idcg)
+
+
+def chance_terms(kernel: ListKernel, sel: Selection) -> tuple[Array, Array, Array]:
+    """``(E, Var, best)``, each ``(B, len(top_k))``: per list, the expected value and the variance
+    of the metric at every ``k`` under a uniformly random ranking of the list's items, and its
+    value under the ideal ranking (before any keras-rs division by the list weight)."""
+    from rankstream.core.lists.binary import BinaryListKernel
+    from rankstream.core.lists.dcg import DCGKernel
+    from rankstream.core.lists.ndcg import NDCGKernel
+
+    if isinstance(kernel, NDCGKernel):
+        return _dcg_terms(kernel, sel, normalised=not isinstance(kernel, DCGKernel))
+    if isinstance(kernel, BinaryListKernel):
+        return _binary_terms(kernel, sel, kernel.count_relevant(sel))
+    raise TypeError(f"chance=True has no moments for {type(kernel).__name__}")
+
+
+def expected_of(out: Any) -> Array:
+    """The per-list expectations of a ``ListOutput`` (the term of ``chance_expected_sum``)."""
+    return out.expected
+
+
+def variance_of(out: Any) -> Array:
+    """The per-list variances of a ``ListOutput`` (the term of ``chance_variance_sum``)."""
+    return out.variance
+
+
+def best_of(out: Any) -> Array:
+    """The per-list best values of a ``ListOutput`` (the term of ``chance_best_sum``)."""
+    return out.best
+
+
+def chance_quantities(sums: Any, value: Array, xp: Any) -> dict[str, Array]:
+    """``expected``, ``adjusted`` and ``z`` from the sums, elementwise on ``xp`` (numpy or
+    ``keras.ops``): ``E = chance_expected_sum / W``, ``M_best = chance_best_sum / W``,
+    ``adjusted = (value - E) / (M_best - E)``, ``z = (value - E) / sqrt(chance_variance_sum / W^2)``
+    (0 before any list; ``adjusted`` NaN where ``M_best = E`` and ``z`` NaN where the variance
+    is 0: every ranking scores the same there)."""
+    w = sums["weight_sum"]
+    safe = xp.where(w > 0, w, 1.0)
+    expected = xp.where(w > 0, sums["chance_expected_sum"] / safe, 0.0 * value)
+    best = xp.where(w > 0, sums["chance_best_sum"] / safe, 0.0 * value)
+    var = xp.where(w > 0, sums["chance_variance_sum"] / (safe * safe), 0.0 * value)
+    gain, room = value - expected, best - expected
+    adjusted = xp.where(room != 0, gain / xp.where(room != 0, room, 1.0), float("nan"))
+    sd = xp.sqrt(xp.maximum(var, 0.0))
+    z = xp.where(sd > 0, gain / xp.where(sd > 0, sd, 1.0), float("nan"))
+    return {"expected": expected, "adjusted": adjusted, "z": z}
