@@ -11,11 +11,11 @@ A metric's state is a bag of sums, so Spark can compute it::
 
 * Every partition runs the core's vectorised ``batch_sums`` (numpy) on its Arrow record batches
   (``DataFrame.mapInArrow``) and emits ONE row: the partition's sums of the metric's state
-  fields, flattened to float64 columns.
-* Spark sums those rows (``DataFrame.agg(sum(...))``: partial sums per partition, then one
-  final sum), and the driver runs the metric's ``compute`` on the total. The result is what
-  ``State(kernel).update(...).compute()`` gives in one process on the same lists (to float
-  rounding), for any number of partitions and record batches.
+  fields, flattened to one ``array<double>``.
+* Spark sums those rows element by element (``posexplode``, ``groupBy``, ``sum``: Spark's own
+  partial and final aggregation), and the driver runs the metric's ``compute`` on the total.
+  The result is what ``State(kernel).update(...).compute()`` gives in one process on the same
+  lists (to float rounding), for any number of partitions and record batches.
 * The partial sums are a stage's output, not an accumulator: when Spark retries a failed task,
   the retried attempt's row replaces the failed one's, so nothing is counted twice.
 
@@ -61,11 +61,11 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         f"rankstream.spark needs pyspark and pyarrow; install them with: {install_hint('spark')}"
     ) from exc
 
-from rankstream.adapters.spark_arrow import ERROR_MARK, Columns, mapper, sums_schema
+from rankstream.adapters.spark_arrow import ERROR_MARK, Columns, mapper
 from rankstream.core.lists.base import ListKernel
 from rankstream.core.lists.collection import ListMetrics
 from rankstream.core.ranks.kernel import RankKernel
-from rankstream.core.state import State, split_flat
+from rankstream.core.state import State, flat_size, split_flat
 
 require("rankstream.spark", "pyspark", pyspark.__version__, "3.5", "spark", "DataFrame.mapInArrow")
 
@@ -256,22 +256,25 @@ def evaluate_state(
     conventions: str = "rankstream",
 ) -> State:
     """The :class:`~rankstream.State` of ``metric`` over every list of ``df``: the sums of each
-    partition (``mapInArrow``, the core on Arrow batches) summed by Spark (one job; two stages
-    with ``query``). Merge it with other states, save it (``state_dict()``) or ``compute()`` it.
-    Arguments as :func:`evaluate`."""
+    partition (``mapInArrow``, the core on Arrow batches) summed by Spark (one job: the partition
+    sums, then their element-wise sum; with ``query``, the grouping's shuffle first). Merge it
+    with other states, save it (``state_dict()``) or ``compute()`` it. Arguments as
+    :func:`evaluate`."""
     if not isinstance(df, DataFrame):
         raise TypeError(f"df must be a pyspark.sql.DataFrame, got {type(df).__name__}")
     kernel = _kernel(metric, conventions)
     lists, cols = _lists(df, isinstance(kernel, RankKernel), scores, labels, mask, weight, query, item)
-    names = sums_schema(kernel)
-    schema = T.StructType([T.StructField(n, T.DoubleType(), False) for n in names])
-    partials = lists.mapInArrow(mapper(kernel, cols), schema)
+    partials = lists.mapInArrow(mapper(kernel, cols), "sums array<double>")  # one row per partition
+    # Spark sums the rows element by element: partial sums per partition, then one per element
+    total = partials.select(F.posexplode("sums").alias("i", "v")).groupBy("i").agg(F.sum("v").alias("v"))
     try:
-        row = partials.agg(*[F.sum(F.col(n)).alias(n) for n in names]).collect()[0]
+        rows = total.collect()
     except Exception as exc:  # Spark wraps what a worker raised; bad data is a ValueError
         _raise_from_executor(exc)
         raise
-    flat = np.array([0.0 if v is None else float(v) for v in row], dtype=np.float64)
+    flat = np.zeros(flat_size(kernel.fields), dtype=np.float64)  # no partition: every sum 0
+    for row in rows:
+        flat[row["i"]] = row["v"]
     return State(kernel, split_flat(flat, kernel.fields))
 
 

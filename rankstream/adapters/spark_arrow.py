@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rankstream.core.state import State, field_sizes
+from rankstream.core.state import State
 
 #: the prefix of every error raised on an executor, so the driver can find it in Spark's
 #: wrapped exception and raise it again as the ``ValueError`` it was
@@ -139,7 +139,7 @@ def batch_arrays(batch: pa.RecordBatch, cols: Columns) -> tuple[Any, ...] | None
                 raise SparkInputError(
                     f"column {cols.weight!r} is one weight per query: it must be the same on every "
                     f"item of a query; {bad.size} query(ies) differ, one has weights from "
-                    f"{weight[i]!r} to {top[i]!r}"
+                    f"{float(weight[i])!r} to {float(top[i])!r}"
                 )
     return pad(scores, lengths, width, 0.0), labels, mask, weight
 
@@ -161,26 +161,18 @@ def partition_sums(kernel: Any, cols: Columns, batches: Iterator[pa.RecordBatch]
     return np.concatenate([state.sums[name].reshape(-1) for name in kernel.fields])
 
 
-def sums_schema(kernel: Any) -> list[str]:
-    """The names of the flat sums' columns: ``"{field}"`` for a scalar field, ``"{field}__{i}"``
-    for element ``i`` of a vector field."""
-    names = []
-    for field, size in field_sizes(kernel.fields).items():
-        shape = kernel.fields[field]
-        names += [field] if shape == () else [f"{field}__{i}" for i in range(size)]
-    return names
-
-
-def sums_batch(flat: np.ndarray, names: list[str]) -> pa.RecordBatch:
-    """One record batch of one row: the flat sums as float64 columns."""
-    return pa.RecordBatch.from_arrays([pa.array([float(v)], pa.float64()) for v in flat], names=names)
+def sums_batch(flat: np.ndarray) -> pa.RecordBatch:
+    """One record batch of one row: the flat sums as one ``array<double>`` (a kernel may have
+    thousands of sums: the rank report with its median histogram per rank type)."""
+    values = pa.array(np.asarray(flat, dtype=np.float64))
+    sums = pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values)
+    return pa.RecordBatch.from_arrays([sums], names=["sums"])
 
 
 def mapper(kernel: Any, cols: Columns) -> Any:
     """The ``mapInArrow`` function: one row of sums per partition (zeros for an empty one)."""
-    names = sums_schema(kernel)
 
     def sums_of_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield sums_batch(partition_sums(kernel, cols, batches), names)
+        yield sums_batch(partition_sums(kernel, cols, batches))
 
     return sums_of_partition
