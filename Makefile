@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-core test-keras-torch test-keras-jax test-keras-tensorflow bench lint docs clean
+.PHONY: venv demo test test-core test-keras-torch test-keras-jax test-keras-tensorflow bench bench-spark lint docs clean
 
 venv: $(STAMP)
 
@@ -49,6 +49,12 @@ $(addprefix test-keras-,$(KERAS_BACKENDS)): test-keras-%: venv
 
 bench: venv
 	$(BIN)/python benchmarks/run.py
+
+# rankstream.spark against Spark's own RankingEvaluator on one Parquet DataFrame: 1,000,000
+# queries x 100 candidates on local[2] (needs Java 17; takes minutes), markdown on stdout.
+# A quicker run: make bench-spark BENCH_SPARK_ARGS="--queries 50000"
+bench-spark: venv
+	$(BIN)/python benchmarks/bench_spark.py $(BENCH_SPARK_ARGS)
 
 # API reference from the docstrings (pdoc) into build/docs; any warning fails the build.
 docs: venv

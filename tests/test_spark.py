@@ -1,0 +1,368 @@
+"""rankstream.spark on a local Spark session: the in-process core State on the same lists (every
+list metric, ListMetrics, the rank report; masks, weights, 1, 3 and 8 partitions, one row per
+list and one row per item, empty partitions), Spark's own RankingMetrics / RankingEvaluator under
+the spark_mllib conventions, a retried task, bad input, and the example run small.
+
+One session (``local[2,2]``: two threads, a task may fail twice) serves the module; Arrow batches
+of 7 rows make every partition several batches of different widths."""
+
+from __future__ import annotations
+
+import math
+import os
+import runpy
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark is missing (pip install 'rankstream[spark]')")
+pytest.importorskip("pyarrow", reason="pyarrow is missing (pip install 'rankstream[spark]')")
+if shutil.which("java") is None:
+    pytest.skip("Java is missing: Spark needs a JVM (java on PATH)", allow_module_level=True)
+
+from pyspark import TaskContext
+from pyspark.ml.evaluation import RankingEvaluator
+from pyspark.mllib.evaluation import RankingMetrics
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import rankstream
+from rankstream import ListMetrics, State
+from rankstream.core.lists.table import LIST_METRICS
+from rankstream.core.ranks.kernel import RankKernel
+from rankstream.spark import RANKING_EVALUATOR_NAMES, evaluate, evaluate_state
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOL = dict(rel=1e-12, abs=1e-12)
+ALL_NAMES = ["ndcg@3", "map@5", "precision@2", "recall@3", "mrr@5", "hit_rate@2", "dcg@3", "r_precision"]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    before = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers run this interpreter (its packages)
+    session = (
+        SparkSession.builder.master("local[2,2]")
+        .appName("rankstream-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "3")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+        # the workers import the rankstream this test imports
+        .config("spark.executorEnv.PYTHONPATH", os.path.dirname(os.path.dirname(rankstream.__file__)))
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("FATAL")
+    yield session
+    session.stop()
+    if before is None:
+        os.environ.pop("PYSPARK_PYTHON", None)
+    else:
+        os.environ["PYSPARK_PYTHON"] = before
+
+
+# -- the data: ragged lists with exact ties, graded labels, masks, weights, empty lists --------
+
+
+def make_lists(seed: int = 0, n: int = 70, rank: bool = False):
+    """Rows ``(q, scores, labels, mask, weight)`` and the same lists padded for the core."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q in range(n):
+        size = int(rng.integers(1 if rank else 0, 10))
+        scores = rng.integers(0, 4, size).astype(float)  # ties, exact
+        mask = rng.random(size) < 0.85
+        if rank:
+            mask[int(rng.integers(0, size))] = True
+            true = int(rng.choice(np.flatnonzero(mask)))
+            labels = np.zeros(size)
+            labels[true] = 1.0
+        else:
+            labels = rng.integers(0, 4, size).astype(float) * (rng.random() < 0.8)
+        weight = float(rng.choice([0.0, 0.5, 1.0, 2.0], p=[0.1, 0.3, 0.4, 0.2]))
+        rows.append((q, scores.tolist(), labels.tolist(), mask.tolist(), weight))
+    width = max(len(r[1]) for r in rows)
+    S, Y, M = np.zeros((n, width)), np.zeros((n, width)), np.zeros((n, width), bool)
+    for i, r in enumerate(rows):
+        S[i, : len(r[1])], Y[i, : len(r[1])], M[i, : len(r[1])] = r[1], r[2], r[3]
+    W = np.array([r[4] for r in rows])
+    return rows, (S, Y, M, W)
+
+
+LIST_SCHEMA = "q long, scores array<double>, labels array<double>, mask array<boolean>, w double"
+ITEM_SCHEMA = "q long, pos int, score double, label double, m boolean, w double"
+
+
+def item_rows(rows):
+    return [(q, j, s[j], y[j], m[j], w) for q, s, y, m, w in rows for j in range(len(s))]
+
+
+@pytest.fixture(scope="module")
+def lists(spark):
+    rows, arrays = make_lists(0)
+    return (
+        spark.createDataFrame(rows, LIST_SCHEMA),
+        spark.createDataFrame(item_rows(rows), ITEM_SCHEMA),
+        arrays,
+    )
+
+
+def by_shape(shape, frames, parts):
+    by_list, by_item = frames
+    if shape == "list":
+        return by_list.repartition(parts), {}
+    return by_item.repartition(parts), {"query": "q", "item": "pos", "scores": "score", "labels": "label"}
+
+
+def assert_same(got, want):
+    if isinstance(want, dict):
+        assert set(got) == set(want)
+        for key, value in want.items():
+            assert got[key] == pytest.approx(value, **TOL, nan_ok=True), key
+    else:
+        assert got == pytest.approx(want, **TOL, nan_ok=True)
+
+
+# -- equal to the core State --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("parts", [1, 3, 8])
+@pytest.mark.parametrize("shape", ["list", "item"])
+def test_list_metrics_equal_the_core_state(lists, shape, parts):
+    by_list, by_item, (S, Y, M, W) = lists
+    df, cols = by_shape(shape, (by_list, by_item), parts)
+    metric = ListMetrics(ALL_NAMES, confidence=0.95)
+    mask = "m" if shape == "item" else "mask"
+    state = evaluate_state(df, metric, mask=mask, weight="w", **cols)
+    reference = State(metric).update(S, Y, mask=M, sample_weight=W)
+    assert_same(state.compute(), reference.compute())
+    for name, value in reference.sums.items():  # the sums themselves, field by field
+        np.testing.assert_allclose(state.sums[name], value, rtol=1e-12, atol=1e-12)
+
+
+def test_every_list_kernel_alone_equals_the_core_state(lists):
+    by_list, _, (S, Y, M, W) = lists
+    df = by_list  # as created: two partitions, no shuffle
+    for row in LIST_METRICS:
+        kernel = row.kernel([1, 3, 5]) if row.takes_k else row.kernel()
+        want = State(kernel).update(S, Y, mask=M, sample_weight=W).compute()
+        assert_same(evaluate(df, kernel, mask="mask", weight="w"), want)
+
+
+def test_without_mask_and_weight_and_with_empty_partitions(lists):
+    by_list, _, (S, Y, M, _) = lists
+    # every row in one partition of eight: seven partitions hold no row; the lists are the
+    # given arrays (the mask column unused: the lists' own lengths decide)
+    df = by_list.repartition(8, F.lit(0))
+    rows, _ = make_lists(0)
+    full = np.zeros_like(M)
+    for i, r in enumerate(rows):
+        full[i, : len(r[1])] = True
+    metric = ListMetrics(["ndcg@5", "map", "recall@2"], empty="zero")
+    want = State(metric).update(S, Y, mask=full).compute()
+    assert_same(evaluate(df, metric), want)
+    assert df.rdd.getNumPartitions() == 8
+
+
+@pytest.fixture(scope="module")
+def ranked(spark):
+    rows, (S, Y, M, W) = make_lists(1, n=60, rank=True)
+    true = np.argmax(Y, axis=1)
+    by_list = spark.createDataFrame(
+        [(q, s, int(np.argmax(y)), m, w) for q, s, y, m, w in rows],
+        "q long, scores array<double>, labels int, mask array<boolean>, w double",
+    )
+    by_item = spark.createDataFrame(item_rows(rows), ITEM_SCHEMA)
+    return by_list, by_item, (S, true, M, W)
+
+
+@pytest.mark.parametrize("parts", [1, 3, 8])
+@pytest.mark.parametrize("shape", ["list", "item"])
+def test_rank_report_equals_the_core_state(ranked, shape, parts):
+    by_list, by_item, (S, true, M, W) = ranked
+    df, cols = by_shape(shape, (by_list, by_item), parts)
+    kernel = RankKernel((1, 3, 5), ("optimistic", "realistic", "pessimistic"), confidence=0.95)
+    got = evaluate(df, kernel, mask="m" if shape == "item" else "mask", weight="w", **cols)
+    want = State(kernel).update(S, true, mask=M, sample_weight=W).compute()
+    assert "both.realistic.hits_at_3_ci_low" in want
+    assert_same(got, want)
+
+
+def test_a_retried_task_counts_once(spark, lists, tmp_path):
+    """A task of partition 1 fails on its first attempt after two of its Arrow batches went
+    through rankstream's partition function; Spark retries it (``local[2,2]``) and the result
+    equals the core's: the failed attempt's partial sums were never part of the stage output."""
+    by_list, _, (S, Y, M, W) = lists
+    marker = str(tmp_path / "failed-once")
+
+    def flaky(batches):
+        ctx = TaskContext.get()
+        fail = ctx.partitionId() == 1 and ctx.attemptNumber() == 0
+        for i, batch in enumerate(batches):
+            yield batch
+            if fail and i == 1:
+                open(marker, "w").close()
+                raise RuntimeError("injected failure of a first attempt")
+
+    df = by_list.repartition(3).mapInArrow(flaky, by_list.schema)
+    metric = ListMetrics(["ndcg@3", "map@5", "mrr@5"])
+    got = evaluate(df, metric, mask="mask", weight="w")
+    assert os.path.exists(marker), "the first attempt did not fail: nothing was retried"
+    assert_same(got, State(metric).update(S, Y, mask=M, sample_weight=W).compute())
+
+
+# -- Spark's RankingMetrics and RankingEvaluator ----------------------------------------------
+
+
+def spark_lists(seed: int = 2, n: int = 80):
+    """``(scores, labels)`` lists, the ranking Spark reads (item ids by decreasing score, ties:
+    the earlier first, as ``ties="first"``) and the ground truth (ids with a label > 0, in
+    decreasing label, with their labels)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        size = int(rng.integers(1, 13))
+        scores = rng.integers(0, 6, size).astype(float)
+        labels = rng.integers(0, 4, size).astype(float) * (i == 0 or rng.random() < 0.8)
+        if i == 0:  # Spark infers the schema from the first row: give it a relevant item
+            labels[0] = 2.0
+        pred = np.argsort(-scores, kind="stable")
+        truth = np.flatnonzero(labels > 0)
+        truth = truth[np.argsort(-labels[truth], kind="stable")]
+        out.append(
+            (
+                scores,
+                labels,
+                pred.astype(float).tolist(),
+                truth.astype(float).tolist(),
+                labels[truth].tolist(),
+            )
+        )
+    return out
+
+
+KS = (1, 3, 10)
+
+
+@pytest.fixture(scope="module")
+def mllib(spark):
+    data = spark_lists()
+    df = spark.createDataFrame(
+        [(s.tolist(), y.tolist(), p, t) for s, y, p, t, _ in data],
+        "scores array<double>, labels array<double>, prediction array<double>, truth array<double>",
+    ).repartition(3)
+    return data, df
+
+
+def scala_graded_ndcg(pred, lab, rel, k):
+    """``RankingMetrics.ndcgAt(k)`` of one list given relevance values, as its Scala source
+    reads: gain ``2^rel - 1`` (0 for an item not in ``lab``), discount ``1 / ln(i + 2)``, the
+    ideal over ``lab`` in the order given, ``n = min(max(len(pred), |lab|), k)``; 0 for an
+    empty ``lab`` or an ideal of 0."""
+    if not lab:
+        return 0.0
+    relevance = dict(zip(lab, rel, strict=True))
+    n = min(max(len(pred), len(set(lab))), k)
+    dcg = sum((2.0 ** relevance.get(pred[i], 0.0) - 1.0) / math.log(i + 2) for i in range(min(n, len(pred))))
+    ideal = sum(
+        (2.0 ** relevance.get(lab[i], 0.0) - 1.0) / math.log(i + 2) for i in range(min(n, len(set(lab))))
+    )
+    return 0.0 if ideal == 0 else dcg / ideal
+
+
+def test_spark_mllib_conventions_equal_ranking_metrics(spark, mllib):
+    data, df = mllib
+    binary = RankingMetrics(spark.sparkContext.parallelize([(p, t) for _, _, p, t, _ in data], 2).cache())
+    names = [f"{m}@{k}" for k in KS for m in ("precision", "recall", "map", "ndcg")] + ["map"]
+    ours = evaluate(df, names, conventions="spark_mllib")
+    theirs = {f"precision@{k}": binary.precisionAt(k) for k in KS}
+    theirs.update({f"recall@{k}": binary.recallAt(k) for k in KS})
+    theirs.update({f"map@{k}": binary.meanAveragePrecisionAt(k) for k in KS})
+    theirs.update({f"ndcg@{k}": binary.ndcgAt(k) for k in KS})
+    theirs["map"] = binary.meanAveragePrecision
+    assert_same(ours, theirs)
+    # the rankstream defaults differ (lists without a relevant item skipped, gain 2^y - 1, ...)
+    assert evaluate(df, ["ndcg@3"])["ndcg@3"] != pytest.approx(theirs["ndcg@3"], rel=1e-6)
+
+
+def test_spark_mllib_relevance_conventions_equal_the_scala_graded_ndcg(spark, mllib):
+    data, df = mllib
+    ours = evaluate(df, [f"ndcg@{k}" for k in KS], conventions="spark_mllib_relevance")
+    for k in KS:
+        want = np.mean([scala_graded_ndcg(p, t, r, k) for _, _, p, t, r in data])
+        assert ours[f"ndcg@{k}"] == pytest.approx(want, **TOL), k
+    # pyspark's RankingMetrics takes (pred, lab, rel) triples but hands the JVM two columns:
+    # its nDCG stays binary (so the graded form is reachable from Scala/Java only)
+    triples = RankingMetrics(spark.sparkContext.parallelize([(p, t, r) for _, _, p, t, r in data], 2))
+    binary = evaluate(df, ["ndcg@3"], conventions="spark_mllib")["ndcg@3"]
+    assert triples.ndcgAt(3) == pytest.approx(binary, **TOL)
+
+
+def test_spark_mllib_conventions_equal_ranking_evaluator(mllib):
+    _, df = mllib
+    names = [f"{m}@5" for m in ("precision", "recall", "map", "ndcg")] + ["map"]
+    ours = evaluate(df, names, conventions="spark_mllib")
+    for metric_name, name in RANKING_EVALUATOR_NAMES.items():
+        for k in (5,) if "{k}" in name else (10,):
+            evaluator = RankingEvaluator(
+                predictionCol="prediction", labelCol="truth", metricName=metric_name, k=k
+            )
+            assert ours[name.format(k=k)] == pytest.approx(evaluator.evaluate(df), **TOL), (metric_name, k)
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+def test_bad_arguments_name_the_argument(lists):
+    by_list, by_item, _ = lists
+    with pytest.raises(ValueError, match=r"labels='y' is not a column.*\['q', 'scores'"):
+        evaluate(by_list, ["ndcg@3"], labels="y")
+    with pytest.raises(TypeError, match=r"weight='mask' must be a numeric column, got array<boolean>"):
+        evaluate(by_list, ["ndcg@3"], weight="mask")
+    with pytest.raises(TypeError, match=r"scores='score' must be an array of numeric values, got double"):
+        evaluate(by_item, ["ndcg@3"], scores="score", labels="label")
+    with pytest.raises(ValueError, match=r"conventions='spark_mllib' builds metrics from names"):
+        evaluate(by_list, ListMetrics(["ndcg@3"]), conventions="spark_mllib")
+    with pytest.raises(ValueError, match=r"conventions must be one of .*got 'mllib'"):
+        evaluate(by_list, ["ndcg@3"], conventions="mllib")
+    with pytest.raises(ValueError, match=r"item='pos' orders the items of a query: it needs query"):
+        evaluate(by_item, ["ndcg@3"], scores="score", labels="label", item="pos")
+    with pytest.raises(TypeError, match=r"metric must be a list kernel"):
+        evaluate(by_list, 3)
+
+
+def test_bad_data_on_an_executor_is_a_value_error(spark):
+    df = spark.createDataFrame(
+        [([1.0, 2.0], [1.0]), ([0.5], [1.0])], "scores array<double>, labels array<double>"
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"rankstream.spark: columns 'scores' and 'labels' must hold arrays of the same length.*"
+        r"first has 2 scores and 1",
+    ):
+        evaluate(df, ["ndcg@3"])
+    items = spark.createDataFrame(
+        [(1, 0.5, 1.0, 1.0), (1, 0.2, 0.0, 2.0)], "q long, score double, label double, w double"
+    )
+    with pytest.raises(ValueError, match=r"column '_w' is one weight per query.*from 1.0 to 2.0"):
+        evaluate(items, ["ndcg@3"], query="q", scores="score", labels="label", weight="w")
+
+
+# -- the example, run small ---------------------------------------------------------------------
+
+
+def test_example_prints_our_report_next_to_ranking_metrics(spark, tmp_path, monkeypatch, capsys):
+    """The example as ``python examples/spark_offline.py --queries 400`` runs it, in this process
+    (it keeps the active session: no second JVM)."""
+    script = os.path.join(ROOT, "examples", "spark_offline.py")
+    monkeypatch.setattr(sys, "argv", [script, "--queries", "400", "--dir", str(tmp_path)])
+    runpy.run_path(script, run_name="__main__")
+    out = capsys.readouterr().out
+    table = [[c.strip() for c in ln.strip("|").split("|")] for ln in out.splitlines() if ln[:2] == "| "]
+    rows = {cells[0]: cells[1:] for cells in table if len(cells) == 3 and cells[0] != "metric"}
+    assert len(rows) == 13, out  # precision, recall, map, ndcg at three k, and map
+    for name, (ours, theirs) in rows.items():  # printed with 12 decimals
+        assert float(ours) == pytest.approx(float(theirs), abs=2e-12), name
+    assert not spark.sparkContext._jsc.sc().isStopped()
