@@ -463,3 +463,37 @@ def test_checkpoints_carry_the_chance_fields_and_a_state_without_them_is_refused
     plain = State(MAPKernel(3)).update(data[0][0], data[0][1])
     with pytest.raises(ValueError, match=r"its fields and their shapes are .*'chance_expected_sum'"):
         State(MAPKernel(3, chance=True)).load_state_dict(plain.state_dict())
+
+
+def test_the_expectation_is_the_tie_expected_metric_with_every_score_equal() -> None:
+    """The free cross-check: under a random ranking each list's expected value is the metric
+    with ``ties="expected"`` when every item ties (one group holding the whole list), for every
+    metric with moments, several k, graded labels and a mask."""
+    from rankstream.core.lists.chance import CHANCE_METRICS
+    from rankstream.core.lists.collection import ListMetrics as Collection
+
+    rng = np.random.default_rng(17)
+    b, n = 30, 9
+    labels = rng.integers(0, 4, size=(b, n)).astype(np.float64) * (rng.random((b, n)) < 0.5)
+    labels[:, 0] = np.maximum(labels[:, 0], 1.0)  # a relevant item in every list
+    valid = rng.random((b, n)) < 0.85
+    valid[:, 0] = True
+    random_scores, constant = rng.normal(size=(b, n)), np.zeros((b, n))
+    names = [f"{m}@{k}" for m in CHANCE_METRICS if m != "r_precision" for k in (1, 3, 9)] + ["r_precision"]
+    chance = Collection(names, chance=True).members
+    tied = Collection(names, ties="expected").members
+    for name in names:
+        kernel = chance[name]
+        with np.errstate(all="ignore"):  # as batch_sums runs it (0 * log 0 terms of the survival)
+            out = kernel.evaluate(kernel.context(random_scores), random_scores, labels, valid)
+        expected = np.asarray(out.expected)
+        want = tied[name].per_list(constant, labels, valid)[0]
+        np.testing.assert_allclose(expected, want, rtol=1e-12, atol=1e-13, err_msg=name)
+
+
+def test_metrics_without_moments_refuse_chance_naming_those_with_them() -> None:
+    from rankstream.core.lists.collection import ListMetrics as Collection
+
+    for name in ("f1@3", "err@3", "rbp", "auc", "gauc"):
+        with pytest.raises(ValueError, match=r"chance=True: \w+Kernel has no moments .*'ndcg', 'dcg'"):
+            Collection([name], chance=True)

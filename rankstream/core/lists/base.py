@@ -58,6 +58,7 @@ from rankstream.core.lists.chance import (
     best_of,
     chance_quantities,
     chance_terms,
+    check_chance,
     expected_of,
     variance_of,
 )
@@ -259,6 +260,8 @@ class ListKernel:
         if not isinstance(chance, bool):
             raise TypeError(f"chance must be a bool, got {chance!r}")
         self._chance = chance  # private as the level: the fields tell the states apart
+        if chance:
+            check_chance(self)
 
     @property
     def confidence(self) -> float | None:

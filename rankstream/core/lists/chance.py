@@ -160,6 +160,31 @@ def _survival(sel: Selection, n: Array, r: Array, width: int) -> tuple[Array, Ar
     return _by_rows(sel, width, tile, n, r)
 
 
+#: the list metrics whose moments under a random ranking are known here (by kernel name)
+CHANCE_METRICS = ("ndcg", "dcg", "map", "precision", "recall", "hit_rate", "mrr", "r_precision")
+
+
+def check_chance(kernel: Any) -> None:
+    """A ``ValueError`` for ``chance=True`` on a list metric without known moments under a
+    random ranking (F1, ERR, RBP, AUC), naming the ones that have them."""
+    from rankstream.core.lists.hit_rate import HitRateKernel
+    from rankstream.core.lists.map import MAPKernel
+    from rankstream.core.lists.ndcg import NDCGKernel
+    from rankstream.core.lists.precision import PrecisionKernel
+    from rankstream.core.lists.r_precision import RPrecisionKernel
+    from rankstream.core.lists.recall import RecallKernel
+    from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
+
+    known = (NDCGKernel, MAPKernel, PrecisionKernel, RecallKernel, HitRateKernel, ReciprocalRankKernel,
+             RPrecisionKernel)  # fmt: skip
+    if isinstance(kernel, known):
+        return
+    raise ValueError(
+        f"chance=True: {type(kernel).__name__} has no moments under a random ranking here; "
+        f"the metrics with them are {list(CHANCE_METRICS)}"
+    )
+
+
 def _binary_terms(kernel: ListKernel, sel: Selection, r: Array) -> tuple[Array, Array, Array]:
     from rankstream.core.lists.hit_rate import HitRateKernel
     from rankstream.core.lists.map import MAPKernel
