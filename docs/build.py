@@ -102,6 +102,11 @@ MAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
                 "Distributed and sharded evaluation: all-reduce or merge core states, weights "
                 "that drop DistributedSampler padding.",
             ),
+            (
+                "rankstream.spark",
+                "Offline evaluation of Spark DataFrames: per-partition sums on Arrow batches, "
+                "summed by Spark; Spark MLlib's RankingMetrics conventions.",
+            ),
         ),
     ),
 )

@@ -29,6 +29,7 @@ PUBLIC = (
     "rankstream.pykeen",
     "rankstream.filtering",
     "rankstream.distributed",
+    "rankstream.spark",
 )
 #: the landing page's map, in order: adapters, core, rank-based, filtering, distributed
 MAP_ORDER = [
@@ -40,6 +41,7 @@ MAP_ORDER = [
     "rankstream.pykeen",
     "rankstream.filtering",
     "rankstream.distributed",
+    "rankstream.spark",
 ]
 #: Callables whose *args / **kwargs are genuinely variadic (keyed by the function that bears
 #: them), each documented in its docstring under the variadic parameter's name.
