@@ -65,10 +65,11 @@ _MIN_TILE = 1 << 18
 #: the fewest values of a tile of the tie pass (``tie_sums``): where every item of a tile ties,
 #: its tied items' indices take 16 bytes each
 _TIE_TILE = 1 << 16
-#: below this many values a masked ``topk`` masks a copy of the whole array (at most 256 KiB of
-#: float32): per tile it makes two calls, and on smaller arrays their overhead would show; from
-#: it on, tiles of an eighth of the batch (measured: no slower than one masked copy)
-_TILED_TOPK = _SMALL
+#: below this many values a masked ``topk`` masks a copy of the whole array (at most 4 MiB of
+#: float32): per tile it makes two calls, and below it their overhead shows on two threads
+#: (measured at 256 x 1,000: 1.7x one masked copy); from it on, tiles of an eighth of the batch
+#: (no slower than one masked copy)
+_TILED_TOPK = 1 << 20
 
 
 def _tiles(b: int, n: int, share: int = 8, smallest: int = _MIN_TILE) -> list[tuple[slice, slice]]:
