@@ -370,16 +370,24 @@ def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None) -> Array:
     return ops.matmul(top, cuts)
 
 
+def _counted_gains(kernel: Any, sel: Selection) -> bool:
+    """Whether the sums of gains may be read without a pass over the batch's gains: sparse
+    gains (:func:`_sparse`), no item weights, and every item of a nonzero gain relevant (a
+    threshold ``> 0``, or negative labels masked)."""
+    conv = kernel.conventions
+    t = conv.relevance_threshold
+    if not _sparse(kernel, sel) or sel.full_item_weights is not None:
+        return False
+    return (t is not None and t > 0) or (t is None and conv.negative_labels == "mask")
+
+
 def _from_ideal(kernel: Any, sel: Selection) -> tuple[Array, Array] | None:
     """``(sum x, sum x^2)`` read from the ideal ranking the kernel already took (nDCG: the top
     ``K`` labels of every list) where it holds every nonzero gain of every list: a list whose
     ideal ends on a gain of 0, or an ideal cut before ``K`` (every later label 0), or the whole
     list. No pass over the batch (one small host read); None elsewhere."""
-    conv, ops = kernel.conventions, sel.ops
-    t = conv.relevance_threshold
-    if not _sparse(kernel, sel) or sel.full_item_weights is not None:
-        return None
-    if not ((t is not None and t > 0) or (t is None and conv.negative_labels == "mask")):
+    ops = sel.ops
+    if not _counted_gains(kernel, sel):
         return None
     kept = [sel.shared[key] for key in (("ideal", True), ("ideal", False)) if key in sel.shared]
     if not kept:
@@ -401,11 +409,8 @@ def _one_label(kernel: Any, sel: Selection) -> tuple[float, Array] | None:
     largest label of the ideal ranking the kernel read (nDCG) or of the ranked labels (DCG). Two
     counting passes (one shared with the kernel's count of relevant items, one more for DCG)
     and a few host reads, where the nonzero gains would cost a ``nonzero`` of the batch."""
-    conv, ops = kernel.conventions, sel.ops
-    t = conv.relevance_threshold
-    if not _sparse(kernel, sel) or sel.full_item_weights is not None:
-        return None
-    if not ((t is not None and t > 0) or (t is None and conv.negative_labels == "mask")):
+    ops, t = sel.ops, kernel.conventions.relevance_threshold
+    if not _counted_gains(kernel, sel):
         return None
     kept = [sel.shared[key][0] for key in (("ideal", True), ("ideal", False)) if key in sel.shared]
     seen = kept[0] if kept else None
