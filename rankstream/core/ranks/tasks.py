@@ -29,6 +29,9 @@ from rankstream.core.ranks.families import RANK_TYPES, check_rank_type
 __all__ = ["RankTasks", "per_task_ranks", "task_ranks"]
 
 _NEG_INF = float("-inf")
+#: below this many scores, a masked batch with several positives in a row is masked once for all
+#: its passes (one copy of at most 4 MiB of float32); from it on each pass masks its own tiles
+_ONE_MASKED_COPY_BELOW = 1 << 20
 
 
 @dataclass
@@ -276,7 +279,11 @@ def _ranks_of_labels(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) ->
     # the candidates of a positive are the valid non-positives: each pass counts every valid
     # item (the masked ones as -inf scores), and the row's positives, whose scores are known
     # ((B, P), small), are taken off after it: no pass over the batch masks them
-    keep = valid
+    keep, ranked = valid, scores
+    if valid is not None and p_max > 1 and b * n < _ONE_MASKED_COPY_BELOW:
+        # several passes: below 2^20 scores the masked scores are made once (at most 4 MiB),
+        # where every pass would mask its tiles again
+        ranked, keep = ops.exclude(scores, valid, ws=ws), None
     t_all = ops.where(has, ops.take_along(scores, idx), float("nan"))
     # per slot, the row's positives above it (and at or above it: itself too), (B, P) at once
     pos_above = _positives_beyond(ops, has, t_all, acc, strict=True) if need[0] else None
@@ -285,11 +292,11 @@ def _ranks_of_labels(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) ->
     for c in range(p_max):
         t = t_all[:, c]
         if c == 0:  # every row with a positive has slot 0: its pass gives the NaN check too
-            gt, ge, nan = ops.rank_counts(scores, t, acc, need, keep=keep, ws=ws)
+            gt, ge, nan = ops.rank_counts(ranked, t, acc, need, keep=keep, ws=ws)
             if ops.host_bools(ops.any(nan > 0) | ops.any(ops.isnan(t_all) & has))[0]:
                 _raise_nan()
         else:
-            gt, ge = _slot_counts(ctx, scores, keep, None, t, np.nonzero(per_row > c)[0], acc, need)
+            gt, ge = _slot_counts(ctx, ranked, keep, None, t, np.nonzero(per_row > c)[0], acc, need)
         if gt is not None:  # the positives above it are no candidates (NaN t: no row, 0)
             gt = gt - pos_above[:, c]
         gts.append(gt)
