@@ -56,6 +56,20 @@ def test_torch_grouping_equals_naive_and_keeps_dtypes(seed: int) -> None:
     check_against_naive(tuple(x.numpy() for x in out), indexes, tp.numpy(), target)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_ids_in_order_already_group_without_a_sort(backend: str) -> None:
+    indexes, preds, target = flat(4, 300, 25)
+    order = np.argsort(indexes, kind="stable")
+    indexes, preds, target = indexes[order], preds[order], target[order]
+    args = (
+        (indexes, preds, target)
+        if backend == "numpy"
+        else tuple(torch.from_numpy(x) for x in (indexes, preds, target))
+    )
+    out = group_by_query(*args)
+    check_against_naive(tuple(np.asarray(x) for x in out), indexes, preds, target)
+
+
 def test_one_query_and_no_item() -> None:
     s, _, m, ids = group_by_query(np.array([7, 7, 7]), np.array([0.3, 0.1, 0.2]), np.array([1.0, 0.0, 1.0]))
     assert ids.tolist() == [7] and s.tolist() == [[0.3, 0.1, 0.2]] and m.all()

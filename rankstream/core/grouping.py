@@ -6,7 +6,8 @@ lists: :func:`group_by_query` turns the one into the other on the input's device
 Python loop over queries:
 
 1. a stable sort of the items by query id (items of a query keep their order of arrival, so
-   ``ties="first"`` ranks the earlier item first, as on pre-padded lists);
+   ``ties="first"`` ranks the earlier item first, as on pre-padded lists), skipped where the
+   ids arrive in order already (one comparison pass);
 2. the run lengths ``n_q`` of the sorted ids (``Q`` runs, ``L = max n_q``: one host read);
 3. each item's place in its run, ``j = i - start(q)``, and one scatter into ``(Q, L)`` arrays.
 
@@ -95,42 +96,44 @@ def group_by_query(indexes: Array, preds: Array, target: Array) -> tuple[Array, 
 def _group_torch(indexes: Array, preds: Array, target: Array) -> tuple[Array, Array, Array, Array]:
     import torch
 
-    dev = indexes.device
-    ids_sorted, order = torch.sort(indexes, stable=True)
+    dev, n = indexes.device, indexes.shape[0]
+    if n < 2 or bool((indexes[1:] >= indexes[:-1]).all()):  # already grouped in order: no sort
+        ids_sorted = indexes
+    else:
+        ids_sorted, order = torch.sort(indexes, stable=True)
+        preds, target = preds[order], target[order]
     ids, counts = torch.unique_consecutive(ids_sorted, return_counts=True)
     n_q = int(ids.shape[0])
     width = int(counts.max()) if n_q else 0
     starts = torch.cumsum(counts, 0) - counts
     row = torch.repeat_interleave(torch.arange(n_q, device=dev), counts)
-    col = torch.arange(indexes.shape[0], device=dev) - starts[row]
-    scores = torch.zeros((n_q, width), dtype=preds.dtype, device=dev)
-    labels = torch.zeros((n_q, width), dtype=target.dtype, device=dev)
-    mask = torch.zeros((n_q, width), dtype=torch.bool, device=dev)
-    scores[row, col] = preds[order]
-    labels[row, col] = target[order]
-    mask[row, col] = True
-    return scores, labels, mask, ids
+    flat = row * width + (torch.arange(n, device=dev) - torch.repeat_interleave(starts, counts))
+    size = n_q * width
+    scores = torch.zeros(size, dtype=preds.dtype, device=dev).index_copy_(0, flat, preds)
+    labels = torch.zeros(size, dtype=target.dtype, device=dev).index_copy_(0, flat, target)
+    mask = torch.zeros(size, dtype=torch.bool, device=dev).index_fill_(0, flat, True)
+    shape = (n_q, width)
+    return scores.view(shape), labels.view(shape), mask.view(shape), ids
 
 
 def _group_numpy(indexes: Array, preds: Array, target: Array) -> tuple[Array, Array, Array, Array]:
-    order = np.argsort(indexes, kind="stable")
-    ids_sorted = indexes[order]
-    n = ids_sorted.shape[0]
+    n = indexes.shape[0]
+    if n >= 2 and not bool((indexes[1:] >= indexes[:-1]).all()):
+        order = np.argsort(indexes, kind="stable")
+        indexes, preds, target = indexes[order], preds[order], target[order]
     new = np.ones(n, dtype=bool)
-    new[1:] = ids_sorted[1:] != ids_sorted[:-1]
+    new[1:] = indexes[1:] != indexes[:-1]
     starts = np.flatnonzero(new)
     counts = np.diff(np.append(starts, n))
     n_q = starts.shape[0]
     width = int(counts.max()) if n_q else 0
-    row = np.repeat(np.arange(n_q), counts)
-    col = np.arange(n) - starts[row]
-    scores = np.zeros((n_q, width), dtype=preds.dtype)
-    labels = np.zeros((n_q, width), dtype=target.dtype)
-    mask = np.zeros((n_q, width), dtype=bool)
-    scores[row, col] = preds[order]
-    labels[row, col] = target[order]
-    mask[row, col] = True
-    return scores, labels, mask, ids_sorted[starts]
+    flat = np.repeat(np.arange(n_q) * width - starts, counts) + np.arange(n)
+    scores = np.zeros(n_q * width, dtype=preds.dtype)
+    labels = np.zeros(n_q * width, dtype=target.dtype)
+    mask = np.zeros(n_q * width, dtype=bool)
+    scores[flat], labels[flat], mask[flat] = preds, target, True
+    shape = (n_q, width)
+    return scores.reshape(shape), labels.reshape(shape), mask.reshape(shape), indexes[starts]
 
 
 def split_open_query(
