@@ -361,3 +361,15 @@ def test_two_gloo_processes_equal_torchmetrics_on_all_data(tmp_path: Path) -> No
         peer = getattr(tmr, name)(top_k=3, aggregation=agg, empty_target_action="pos")
         peer.update(preds, target, indexes)
         assert math.isclose(value, float(peer.compute()), rel_tol=1e-5, abs_tol=1e-6), key
+
+
+@pytest.mark.parametrize("top_k", [None, 2, 5])
+def test_ndcg_averages_tied_scores_as_torchmetrics(top_k: int | None) -> None:
+    preds, target, indexes = flat_data(14, graded=True)
+    preds = torch.round(preds)  # many exact ties within each query
+    for mode in ("whole", "any"):
+        ours = rt.RetrievalNormalizedDCG(top_k=top_k, query_mode=mode)
+        peer = tmr.RetrievalNormalizedDCG(top_k=top_k)
+        ours.update(preds, target, indexes)
+        peer.update(preds, target, indexes)
+        assert close(ours.compute(), peer.compute()), (mode, float(ours.compute()), float(peer.compute()))
