@@ -148,10 +148,10 @@ class RetrievalListMetric(Metric):
             indexes, preds, target = indexes[keep], preds[keep], target[keep]
         if indexes.numel() == 0:
             raise ValueError("preds, target and indexes must hold at least one item (after ignore_index)")
-        target = target.to(preds.dtype)
-        if not bool(torch.isfinite(target).all()):
+        if target.is_floating_point() and not bool(torch.isfinite(target).all()):
             raise ValueError("target must be finite")
-        if not self.graded and bool(((target != 0) & (target != 1)).any()):
+        target = target.to(preds.dtype)
+        if not self.graded and bool((target * (1.0 - target)).any()):  # 0 exactly at 0 and 1
             bad = target[(target != 0) & (target != 1)][0].item()
             raise ValueError(f"target must hold binary values (0 or 1) for {type(self).__name__}, got {bad}")
         if self.graded and bool((target < 0).any()):
@@ -172,14 +172,15 @@ class RetrievalListMetric(Metric):
         out["value_min"] = torch.full((), torch.inf, dtype=dt, device=dev)
         if indexes.numel() == 0:
             return out
+        if self.coded:  # 2: relevant and retrieved; 1: relevant, scored <= 0 (on the flat items)
+            target = target * (
+                RETRIEVED if self.nonpositive_retrieved else torch.where(preds > 0, RETRIEVED, 1.0)
+            )
         scores, labels, mask, _ = group_by_query(indexes, preds, target)
-        positives = (labels * mask).sum(dim=1)
+        positives = labels.sum(dim=1)  # padding holds 0
         empty = positives == 0
         if self.both_classes:
             empty = empty | (positives == mask.sum(dim=1))
-        if self.coded:
-            retrieved = torch.ones_like(mask) if self.nonpositive_retrieved else scores > 0
-            labels = labels * torch.where(retrieved, RETRIEVED, 1.0).to(labels.dtype)
         values, _, weights = self.kernel.per_list(scores, labels, mask)
         v = values[:, 0].to(dt)
         w = weights.to(dt)
