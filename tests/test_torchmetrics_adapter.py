@@ -373,3 +373,11 @@ def test_ndcg_averages_tied_scores_as_torchmetrics(top_k: int | None) -> None:
         ours.update(preds, target, indexes)
         peer.update(preds, target, indexes)
         assert close(ours.compute(), peer.compute()), (mode, float(ours.compute()), float(peer.compute()))
+
+
+def test_import_error_names_the_extra() -> None:
+    from test_packaging import import_error
+
+    message, cause = import_error("rankstream.torchmetrics", ("torchmetrics",))
+    assert 'pip install "rankstream[torchmetrics]"' in message and "torchmetrics" in message
+    assert cause == "torchmetrics"
