@@ -155,14 +155,12 @@ def split_open_query(
 
         back = torch.nonzero(indexes[1:] < indexes[:-1])
         first_back = int(back[0, 0]) + 1 if back.numel() else -1
-        last = int(indexes[-1])
         cut = int(torch.searchsorted(indexes, indexes[-1:], right=False)[0]) if first_back < 0 else 0
         lowest = int(indexes[0])
     else:
         back = np.flatnonzero(indexes[1:] < indexes[:-1])
         first_back = int(back[0]) + 1 if back.size else -1
-        last = int(indexes[-1])
-        cut = int(np.searchsorted(indexes, last, side="left")) if first_back < 0 else 0
+        cut = int(np.searchsorted(indexes, indexes[-1], side="left")) if first_back < 0 else 0
         lowest = int(indexes[0])
     if first_back >= 0:
         raise ValueError(
@@ -174,5 +172,4 @@ def split_open_query(
             f"query_mode='sorted': query id {lowest} arrives after its query (or a later one, up to "
             f"id {closed_below}) was closed; sort the items by query id or use query_mode='any'"
         )
-    del last
     return (indexes[:cut], preds[:cut], target[:cut]), (indexes[cut:], preds[cut:], target[cut:])
