@@ -1,0 +1,595 @@
+"""``torchmetrics.Metric`` subclasses over the core list kernels (:mod:`rankstream.torchmetrics`).
+
+Each metric takes torchmetrics' flat input, ``update(preds, target, indexes)`` (any shape, one
+shape for the three; flattened), groups the items into lists by query id on the input's device
+(:func:`~rankstream.core.grouping.group_by_query`) and evaluates every list with a core kernel.
+Its state is sums (``dist_reduce_fx="sum"``) and a running maximum and minimum
+(``"max"``/``"min"``) of the per-query values, so DDP, ``MetricCollection``, Lightning's
+``self.log`` and ``torch.save`` of ``state_dict()`` work as for any torchmetrics metric:
+
+* ``value_sum = sum_q w_q v_q`` and ``weight_sum = sum_q w_q`` over the queries with a relevant
+  item (``w_q = 1``; GAUC: the query's number of items),
+* ``empty_weight = sum_q w_q`` and ``empty_count`` over the queries without one (torchmetrics'
+  "empty target": ``target.sum() == 0``; AUC and GAUC: a query missing either class),
+* ``value_max``, ``value_min``: the extremes of ``v_q`` over the queries with a relevant item.
+
+``compute()`` applies ``empty_target_action`` and ``aggregation`` to these: with ``"mean"``,
+``"neg"`` gives ``value_sum / (weight_sum + empty_weight)``, ``"pos"``
+``(value_sum + empty_weight) / (weight_sum + empty_weight)``, ``"skip"``
+``value_sum / weight_sum``, ``"error"`` raises when ``empty_count > 0``; ``"max"``/``"min"`` take
+the extreme of ``value_max``/``value_min`` and, unless skipped, 0 (``"neg"``) or 1 (``"pos"``)
+for the empty queries; no query at all gives 0, as torchmetrics. These conventions have no core
+option (the kernels run with ``empty="zero"`` and the adapter keeps the empty queries apart).
+
+``query_mode`` (:data:`~rankstream.core.grouping.QUERY_MODES`): ``"whole"`` (each ``update``
+holds whole queries; constant state), ``"sorted"`` (ids sorted across updates; the one open
+query is kept, as list states with ``dist_reduce_fx="cat"``, and evaluated at ``compute()``)
+or ``"any"`` (every item is kept, as torchmetrics does, and evaluated at ``compute()``: this
+mode stores the predictions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torchmetrics import Metric
+
+from rankstream.adapters.torchmetrics_kernels import RETRIEVED, RetrievedMAPKernel, RetrievedRecallKernel
+from rankstream.core.grouping import check_query_mode, group_by_query, split_open_query
+from rankstream.core.lists.auc import AUCKernel, GAUCKernel
+from rankstream.core.lists.base import WHOLE_LIST, ListKernel
+from rankstream.core.lists.err import ERRKernel
+from rankstream.core.lists.f1 import F1Kernel
+from rankstream.core.lists.hit_rate import HitRateKernel
+from rankstream.core.lists.ndcg import NDCGKernel
+from rankstream.core.lists.precision import PrecisionKernel
+from rankstream.core.lists.r_precision import RPrecisionKernel
+from rankstream.core.lists.rbp import RBPKernel
+from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
+
+EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
+AGGREGATIONS = ("mean", "max", "min")
+_SUMS = ("value_sum", "weight_sum", "empty_weight", "empty_count")
+_CARRIED = ("carry_indexes", "carry_preds", "carry_target")
+
+
+def _check_top_k(top_k: int | None) -> int | None:
+    if top_k is not None and not (isinstance(top_k, int) and not isinstance(top_k, bool) and top_k > 0):
+        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+    return top_k
+
+
+class RetrievalListMetric(Metric):
+    """The base of the adapter's metrics (see the module docstring). A subclass sets
+    ``graded`` (targets other than 0/1 allowed), ``coded`` (the kernel reads labels coded
+    0/1/2 for torchmetrics' non-positive scores, :mod:`~rankstream.adapters.torchmetrics_kernels`)
+    and ``both_classes`` (a query is empty unless it holds both classes), and builds its
+    kernel (with ``empty="zero"``) in ``__init__``."""
+
+    is_differentiable = False
+    higher_is_better = True
+    full_state_update = False
+    graded = False
+    coded = False
+    both_classes = False
+
+    def __init__(
+        self,
+        kernel: ListKernel,
+        *,
+        empty_target_action: str,
+        ignore_index: int | None,
+        aggregation: str,
+        query_mode: str,
+        nonpositive_retrieved: bool,
+        metric_args: dict[str, Any],
+    ) -> None:
+        super().__init__(**metric_args)
+        if empty_target_action not in EMPTY_TARGET_ACTIONS:
+            raise ValueError(
+                f"empty_target_action must be one of {EMPTY_TARGET_ACTIONS}, got {empty_target_action!r}"
+            )
+        if ignore_index is not None and (not isinstance(ignore_index, int) or isinstance(ignore_index, bool)):
+            raise ValueError(f"ignore_index must be an integer or None, got {ignore_index!r}")
+        if aggregation not in AGGREGATIONS:
+            hint = (
+                ": a median of the per-query values needs every value (torchmetrics' own metric keeps "
+                "them), and the streamed state keeps sums, a maximum and a minimum only"
+                if aggregation == "median" or callable(aggregation)
+                else ""
+            )
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}{hint}")
+        if not isinstance(nonpositive_retrieved, bool):
+            raise TypeError(f"nonpositive_retrieved must be a bool, got {nonpositive_retrieved!r}")
+        self.kernel = kernel
+        self.empty_target_action = empty_target_action
+        self.ignore_index = ignore_index
+        self.aggregation = aggregation
+        self.query_mode = check_query_mode(query_mode)
+        self.nonpositive_retrieved = nonpositive_retrieved
+        dt = torch.float64
+        for name in _SUMS:
+            self.add_state(name, default=torch.zeros((), dtype=dt), dist_reduce_fx="sum")
+        self.add_state("value_max", default=torch.full((), -torch.inf, dtype=dt), dist_reduce_fx="max")
+        self.add_state("value_min", default=torch.full((), torch.inf, dtype=dt), dist_reduce_fx="min")
+        if self.query_mode != "whole":
+            for name in _CARRIED:
+                self.add_state(name, default=[], dist_reduce_fx="cat")
+        if self.query_mode == "sorted":  # the largest id of a closed query
+            low = torch.iinfo(torch.long).min
+            self.add_state("closed_max", default=torch.full((), low, dtype=torch.long), dist_reduce_fx="max")
+
+    # -- input ----------------------------------------------------------------------------
+    def _flat(self, preds: Any, target: Any, indexes: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The checked flat items, ``ignore_index`` removed."""
+        if indexes is None:
+            raise ValueError("indexes cannot be None: pass the query id of every item")
+        for name, x in (("preds", preds), ("target", target), ("indexes", indexes)):
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if not (preds.shape == target.shape == indexes.shape):
+            raise ValueError(
+                "preds, target and indexes must have one shape, got "
+                f"{tuple(preds.shape)}, {tuple(target.shape)} and {tuple(indexes.shape)}"
+            )
+        if indexes.dtype != torch.long:
+            raise ValueError(f"indexes must be a tensor of long integers, got dtype {indexes.dtype}")
+        if not preds.is_floating_point():
+            raise ValueError(f"preds must be a floating point tensor, got dtype {preds.dtype}")
+        if target.dtype not in (torch.bool, torch.int32, torch.long) and not target.is_floating_point():
+            raise ValueError(
+                f"target must be a tensor of booleans, integers or floats, got dtype {target.dtype}"
+            )
+        indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
+        if self.ignore_index is not None:
+            keep = target != self.ignore_index
+            indexes, preds, target = indexes[keep], preds[keep], target[keep]
+        if indexes.numel() == 0:
+            raise ValueError("preds, target and indexes must hold at least one item (after ignore_index)")
+        if target.is_floating_point() and not bool(torch.isfinite(target).all()):
+            raise ValueError("target must be finite")
+        target = target.to(preds.dtype)
+        if not self.graded and bool((target * (1.0 - target)).any()):  # 0 exactly at 0 and 1
+            bad = target[(target != 0) & (target != 1)][0].item()
+            raise ValueError(f"target must hold binary values (0 or 1) for {type(self).__name__}, got {bad}")
+        if self.graded and bool((target < 0).any()):
+            raise ValueError(f"target must be >= 0, got {target.min().item()}")
+        if bool(torch.isnan(preds).any()):
+            raise ValueError("preds must not hold NaN")
+        return indexes, preds, target
+
+    # -- one group of items ---------------------------------------------------------------
+    def _stats(
+        self, indexes: torch.Tensor, preds: torch.Tensor, target: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """The state's terms of the queries of these items (each query whole)."""
+        dt = torch.float64
+        dev = preds.device
+        out = {name: torch.zeros((), dtype=dt, device=dev) for name in _SUMS}
+        out["value_max"] = torch.full((), -torch.inf, dtype=dt, device=dev)
+        out["value_min"] = torch.full((), torch.inf, dtype=dt, device=dev)
+        if indexes.numel() == 0:
+            return out
+        if self.coded:  # 2: relevant and retrieved; 1: relevant, scored <= 0 (on the flat items)
+            target = target * (
+                RETRIEVED if self.nonpositive_retrieved else torch.where(preds > 0, RETRIEVED, 1.0)
+            )
+        scores, labels, mask, _ = group_by_query(indexes, preds, target)
+        positives = labels.sum(dim=1)  # padding holds 0
+        empty = positives == 0
+        if self.both_classes:
+            empty = empty | (positives == mask.sum(dim=1))
+        values, _, weights = self.kernel.per_list(scores, labels, mask)
+        v = values[:, 0].to(dt)
+        w = weights.to(dt)
+        full = ~empty
+        out["value_sum"] = torch.where(full, w * v, 0.0).sum()
+        out["weight_sum"] = torch.where(full, w, 0.0).sum()
+        out["empty_weight"] = torch.where(empty, w, 0.0).sum()
+        out["empty_count"] = empty.sum().to(dt)
+        out["value_max"] = torch.where(full, v, -torch.inf).max()
+        out["value_min"] = torch.where(full, v, torch.inf).min()
+        return out
+
+    def _add(self, stats: dict[str, torch.Tensor]) -> None:
+        for name in _SUMS:
+            setattr(self, name, getattr(self, name) + stats[name])
+        self.value_max = torch.maximum(self.value_max, stats["value_max"])
+        self.value_min = torch.minimum(self.value_min, stats["value_min"])
+
+    # -- the Metric API -------------------------------------------------------------------
+    def forward(self, preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
+        """Update with the batch and return the batch's own value (torchmetrics' ``forward``;
+        in ``"sorted"`` mode through the full-state path: the batch's first query may continue
+        one carried in from the earlier batches)."""
+        if self.query_mode == "sorted":
+            return self._forward_full_state_update(preds, target, indexes)
+        return super().forward(preds, target, indexes)
+
+    def update(self, preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor) -> None:
+        """Add a batch of flat items: ``preds`` (scores), ``target`` (relevance) and ``indexes``
+        (the query id of each item), one shape for the three. Bad input raises before the
+        state changes."""
+        indexes, preds, target = self._flat(preds, target, indexes)
+        if self.query_mode == "whole":
+            self._add(self._stats(indexes, preds, target))
+            return
+        if self.query_mode == "any":
+            self.carry_indexes.append(indexes)
+            self.carry_preds.append(preds)
+            self.carry_target.append(target)
+            return
+        carried = [
+            torch.cat([*getattr(self, n), x]) for n, x in zip(_CARRIED, (indexes, preds, target), strict=True)
+        ]
+        closed_max = int(self.closed_max)
+        low = torch.iinfo(torch.long).min
+        (ci, cp, ct), (oi, op, ot) = split_open_query(*carried, None if closed_max == low else closed_max)
+        stats = self._stats(ci, cp, ct)  # may raise: nothing has changed yet
+        self._add(stats)
+        if ci.numel():
+            self.closed_max = torch.maximum(self.closed_max, ci.max())
+        self.carry_indexes, self.carry_preds, self.carry_target = [oi], [op], [ot]
+
+    def compute(self) -> torch.Tensor:
+        """The aggregate over the queries (see the module docstring), a float64 scalar."""
+        sums = {name: getattr(self, name) for name in (*_SUMS, "value_max", "value_min")}
+        if self.query_mode != "whole" and len(self.carry_indexes):
+            items = [torch.cat(x) if isinstance(x, list) else x for x in (getattr(self, n) for n in _CARRIED)]
+            more = self._stats(*items)
+            sums = {
+                **{name: sums[name] + more[name] for name in _SUMS},
+                "value_max": torch.maximum(sums["value_max"], more["value_max"]),
+                "value_min": torch.minimum(sums["value_min"], more["value_min"]),
+            }
+        return self._aggregate(sums)
+
+    def _aggregate(self, s: dict[str, torch.Tensor]) -> torch.Tensor:
+        action = self.empty_target_action
+        if action == "error" and float(s["empty_count"]) > 0:
+            raise ValueError(
+                f"{type(self).__name__}.compute(): {int(s['empty_count'])} queries have no positive target "
+                "(empty_target_action='error')"
+            )
+        has_empty = float(s["empty_count"]) > 0 and action in ("neg", "pos")
+        fill = 1.0 if action == "pos" else 0.0
+        zero = torch.zeros((), dtype=torch.float64, device=s["value_sum"].device)
+        if self.aggregation == "mean":
+            num, den = s["value_sum"], s["weight_sum"]
+            if has_empty:
+                num, den = num + fill * s["empty_weight"], den + s["empty_weight"]
+            return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), zero)
+        pick = torch.maximum if self.aggregation == "max" else torch.minimum
+        extreme = s["value_max"] if self.aggregation == "max" else s["value_min"]
+        if has_empty:
+            extreme = pick(extreme, zero + fill)
+        return torch.where(torch.isfinite(extreme), extreme, zero)
+
+
+# ------------------------------------------------------------------------------------------
+# The metrics, under torchmetrics' names and arguments
+# ------------------------------------------------------------------------------------------
+def _metric_args(
+    compute_on_cpu: bool,
+    dist_sync_on_step: bool,
+    process_group: Any,
+    dist_sync_fn: Callable[..., Any] | None,
+    sync_on_compute: bool,
+    compute_with_cache: bool,
+) -> dict[str, Any]:
+    return {
+        "compute_on_cpu": compute_on_cpu,
+        "dist_sync_on_step": dist_sync_on_step,
+        "process_group": process_group,
+        "dist_sync_fn": dist_sync_fn,
+        "sync_on_compute": sync_on_compute,
+        "compute_with_cache": compute_with_cache,
+    }
+
+
+def _k(top_k: int | None) -> int:
+    return WHOLE_LIST if top_k is None else top_k
+
+
+_ARGS_DOC = """
+    Args:
+        empty_target_action: a query without a relevant item counts 0 (``"neg"``, default),
+            1 (``"pos"``), is skipped (``"skip"``) or makes ``compute()`` raise (``"error"``).
+        ignore_index: items whose target equals it are dropped (None: none).
+        aggregation: over the queries, ``"mean"`` (default), ``"max"`` or ``"min"``; a median
+            is refused (the streamed state keeps sums and extremes only).
+        query_mode: ``"whole"`` (each update holds whole queries; constant memory; default),
+            ``"sorted"`` (ids sorted across updates; the open query is carried) or ``"any"``
+            (every item kept until ``compute()``, as torchmetrics: stores the predictions).
+        compute_on_cpu, dist_sync_on_step, process_group, dist_sync_fn, sync_on_compute,
+            compute_with_cache: as ``torchmetrics.Metric``."""
+
+
+class RetrievalPrecision(RetrievalListMetric):
+    """Precision@k per query, ``hits@k / k`` (torchmetrics ``RetrievalPrecision``): ``k`` is
+    ``top_k`` (None: the query's size), ``min(top_k, n)`` with ``adaptive_k``. Items scored
+    ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) unless ``nonpositive_retrieved=True``.
+    """
+
+    coded = True
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        top_k: int | None = None,
+        adaptive_k: bool = False,
+        aggregation: str = "mean",
+        *,
+        query_mode: str = "whole",
+        nonpositive_retrieved: bool = False,
+        compute_on_cpu: bool = False,
+        dist_sync_on_step: bool = False,
+        process_group: Any = None,
+        dist_sync_fn: Callable[..., Any] | None = None,
+        sync_on_compute: bool = True,
+        compute_with_cache: bool = True,
+    ) -> None:
+        if not isinstance(adaptive_k, bool):
+            raise ValueError(f"adaptive_k must be a bool, got {adaptive_k!r}")
+        self.top_k, self.adaptive_k = _check_top_k(top_k), adaptive_k
+        den = "valid" if top_k is None or adaptive_k else "k"
+        kernel = PrecisionKernel(_k(top_k), denominator=den, empty="zero", relevance_threshold=RETRIEVED)
+        super().__init__(
+            kernel, empty_target_action=empty_target_action, ignore_index=ignore_index,
+            aggregation=aggregation, query_mode=query_mode, nonpositive_retrieved=nonpositive_retrieved,
+            metric_args=_metric_args(compute_on_cpu, dist_sync_on_step, process_group, dist_sync_fn,
+                                     sync_on_compute, compute_with_cache),
+        )  # fmt: skip
+
+
+class _TopK(RetrievalListMetric):
+    """A metric with torchmetrics' ``top_k`` (None: the whole query) and nothing else."""
+
+    def make_kernel(self, k: int) -> ListKernel:
+        raise NotImplementedError
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        top_k: int | None = None,
+        aggregation: str = "mean",
+        *,
+        query_mode: str = "whole",
+        nonpositive_retrieved: bool = False,
+        compute_on_cpu: bool = False,
+        dist_sync_on_step: bool = False,
+        process_group: Any = None,
+        dist_sync_fn: Callable[..., Any] | None = None,
+        sync_on_compute: bool = True,
+        compute_with_cache: bool = True,
+    ) -> None:
+        self.top_k = _check_top_k(top_k)
+        super().__init__(
+            self.make_kernel(_k(top_k)), empty_target_action=empty_target_action, ignore_index=ignore_index,
+            aggregation=aggregation, query_mode=query_mode, nonpositive_retrieved=nonpositive_retrieved,
+            metric_args=_metric_args(compute_on_cpu, dist_sync_on_step, process_group, dist_sync_fn,
+                                     sync_on_compute, compute_with_cache),
+        )  # fmt: skip
+
+
+class RetrievalRecall(_TopK):
+    """Recall@k per query, ``hits@k / R`` (torchmetrics ``RetrievalRecall``; ``R`` every
+    relevant item of the query). Items scored ``<= 0`` are not retrieved (torchmetrics >=
+    1.7.4) unless ``nonpositive_retrieved=True``."""
+
+    coded = True
+
+    def make_kernel(self, k: int) -> ListKernel:
+        return RetrievedRecallKernel(k, empty="zero", relevance_threshold=RETRIEVED)
+
+
+class RetrievalMAP(_TopK):
+    """Average precision@k per query, ``(1 / h@k) sum_{j <= k} rel_j P@j`` over the retrieved
+    relevant items (torchmetrics ``RetrievalMAP``: the mean precision at the relevant items in
+    the top ``k``). Items scored ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) unless
+    ``nonpositive_retrieved=True``."""
+
+    coded = True
+
+    def make_kernel(self, k: int) -> ListKernel:
+        return RetrievedMAPKernel(k, empty="zero", relevance_threshold=RETRIEVED)
+
+
+class RetrievalMRR(_TopK):
+    """Reciprocal rank@k per query, ``1 / j*`` of the first relevant item if ``j* <= k``
+    (torchmetrics ``RetrievalMRR``). Items scored ``<= 0`` are not retrieved (torchmetrics
+    >= 1.7.4) unless ``nonpositive_retrieved=True``."""
+
+    coded = True
+
+    def make_kernel(self, k: int) -> ListKernel:
+        return ReciprocalRankKernel(k, empty="zero", relevance_threshold=RETRIEVED)
+
+
+class RetrievalHitRate(_TopK):
+    """Hit rate@k per query, 1 when a relevant item is in the top ``k`` (torchmetrics
+    ``RetrievalHitRate``; every item is retrieved, as there)."""
+
+    def make_kernel(self, k: int) -> ListKernel:
+        return HitRateKernel(k, empty="zero")
+
+
+class RetrievalNormalizedDCG(_TopK):
+    """nDCG@k per query with linear gains ``DCG@k = sum_{j <= k} y_(j) / log2(j + 1)`` over
+    the ideal ``IDCG@k``, tied scores averaged (torchmetrics ``RetrievalNormalizedDCG``,
+    scikit-learn's ``ndcg_score``); graded targets ``>= 0``."""
+
+    graded = True
+
+    def make_kernel(self, k: int) -> ListKernel:
+        return NDCGKernel(k, gain="linear_rank", relevance_threshold=None, ties="expected", empty="zero")
+
+
+class RetrievalF1(_TopK):
+    """F1@k per query, ``2 h@k / (k + R)`` (the harmonic mean of P@k and R@k; ``k`` past the
+    query's size is its size with ``top_k=None`` only); every item is retrieved."""
+
+    def make_kernel(self, k: int) -> ListKernel:
+        return F1Kernel(k, empty="zero")
+
+
+class _Whole(RetrievalListMetric):
+    """A metric without a cut-off."""
+
+    def make_kernel(self) -> ListKernel:
+        raise NotImplementedError
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        aggregation: str = "mean",
+        *,
+        query_mode: str = "whole",
+        compute_on_cpu: bool = False,
+        dist_sync_on_step: bool = False,
+        process_group: Any = None,
+        dist_sync_fn: Callable[..., Any] | None = None,
+        sync_on_compute: bool = True,
+        compute_with_cache: bool = True,
+    ) -> None:
+        super().__init__(
+            self.make_kernel(), empty_target_action=empty_target_action, ignore_index=ignore_index,
+            aggregation=aggregation, query_mode=query_mode, nonpositive_retrieved=True,
+            metric_args=_metric_args(compute_on_cpu, dist_sync_on_step, process_group, dist_sync_fn,
+                                     sync_on_compute, compute_with_cache),
+        )  # fmt: skip
+
+
+class RetrievalRPrecision(_Whole):
+    """R-precision per query, the relevant items among the top ``R`` over ``R`` (torchmetrics
+    ``RetrievalRPrecision``)."""
+
+    def make_kernel(self) -> ListKernel:
+        return RPrecisionKernel(empty="zero")
+
+
+class RetrievalAUC(_Whole):
+    """Per-query ROC AUC, ties counting one half (scikit-learn's ``roc_auc_score`` of the
+    query), averaged over the queries with both classes (TorchRec's ``GAUCMetric``). A query
+    missing either class is "empty": skipped by default."""
+
+    both_classes = True
+
+    def make_kernel(self) -> ListKernel:
+        return AUCKernel(empty="zero")
+
+    def __init__(
+        self,
+        empty_target_action: str = "skip",
+        ignore_index: int | None = None,
+        aggregation: str = "mean",
+        *,
+        query_mode: str = "whole",
+        compute_on_cpu: bool = False,
+        dist_sync_on_step: bool = False,
+        process_group: Any = None,
+        dist_sync_fn: Callable[..., Any] | None = None,
+        sync_on_compute: bool = True,
+        compute_with_cache: bool = True,
+    ) -> None:
+        super().__init__(
+            empty_target_action, ignore_index, aggregation, query_mode=query_mode,
+            compute_on_cpu=compute_on_cpu, dist_sync_on_step=dist_sync_on_step, process_group=process_group,
+            dist_sync_fn=dist_sync_fn,
+            sync_on_compute=sync_on_compute, compute_with_cache=compute_with_cache,
+        )  # fmt: skip
+
+
+class RetrievalGAUC(RetrievalAUC):
+    """Group AUC: the per-query AUC weighted by the query's number of items,
+    ``sum_q n_q AUC_q / sum_q n_q`` over the queries with both classes (the DIN paper's
+    impression-weighted GAUC). A query missing either class is skipped by default."""
+
+    def make_kernel(self) -> ListKernel:
+        return GAUCKernel(empty="zero")
+
+
+class RetrievalERR(_TopK):
+    """Expected reciprocal rank@k (Chapelle et al. 2009) per query on graded targets,
+    ``sum_{j <= k} (1 / j) R_j prod_{i < j} (1 - R_i)``, ``R = (2^y - 1) / 2^max_grade``."""
+
+    graded = True
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        top_k: int | None = None,
+        aggregation: str = "mean",
+        *,
+        max_grade: float = 4.0,
+        query_mode: str = "whole",
+        compute_on_cpu: bool = False,
+        dist_sync_on_step: bool = False,
+        process_group: Any = None,
+        dist_sync_fn: Callable[..., Any] | None = None,
+        sync_on_compute: bool = True,
+        compute_with_cache: bool = True,
+    ) -> None:
+        self.max_grade = max_grade
+        super().__init__(
+            empty_target_action, ignore_index, top_k, aggregation, query_mode=query_mode,
+            compute_on_cpu=compute_on_cpu, dist_sync_on_step=dist_sync_on_step, process_group=process_group,
+            dist_sync_fn=dist_sync_fn, sync_on_compute=sync_on_compute, compute_with_cache=compute_with_cache,
+        )  # fmt: skip
+
+    def make_kernel(self, k: int) -> ListKernel:
+        return ERRKernel(k, max_grade=self.max_grade, empty="zero")
+
+
+class RetrievalRBP(_TopK):
+    """Rank-biased precision per query, ``(1 - p) sum_{j <= k} rel_j p^(j - 1)`` (Moffat and
+    Zobel; ``top_k=None``: the whole query), binary relevance (``graded=True``: the target as
+    the gain, in [0, 1])."""
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        top_k: int | None = None,
+        aggregation: str = "mean",
+        *,
+        p: float = 0.8,
+        graded: bool = False,
+        query_mode: str = "whole",
+        compute_on_cpu: bool = False,
+        dist_sync_on_step: bool = False,
+        process_group: Any = None,
+        dist_sync_fn: Callable[..., Any] | None = None,
+        sync_on_compute: bool = True,
+        compute_with_cache: bool = True,
+    ) -> None:
+        self.p, self.graded = p, graded
+        super().__init__(
+            empty_target_action, ignore_index, top_k, aggregation, query_mode=query_mode,
+            compute_on_cpu=compute_on_cpu, dist_sync_on_step=dist_sync_on_step, process_group=process_group,
+            dist_sync_fn=dist_sync_fn, sync_on_compute=sync_on_compute, compute_with_cache=compute_with_cache,
+        )  # fmt: skip
+
+    def make_kernel(self, k: int) -> ListKernel:
+        return RBPKernel(k, p=self.p, graded=self.graded, empty="zero")
+
+
+for _cls in (RetrievalPrecision, RetrievalRecall, RetrievalMAP, RetrievalMRR, RetrievalHitRate,
+             RetrievalNormalizedDCG, RetrievalF1, RetrievalRPrecision, RetrievalAUC, RetrievalGAUC,
+             RetrievalERR, RetrievalRBP):  # fmt: skip
+    _cls.__doc__ = (_cls.__doc__ or "").rstrip() + "\n" + _ARGS_DOC
+
+CLASSES = {
+    cls.__name__: cls
+    for cls in (
+        RetrievalNormalizedDCG, RetrievalMAP, RetrievalMRR, RetrievalPrecision, RetrievalRecall,
+        RetrievalHitRate, RetrievalRPrecision, RetrievalAUC, RetrievalGAUC, RetrievalF1, RetrievalERR,
+        RetrievalRBP,
+    )
+}  # fmt: skip

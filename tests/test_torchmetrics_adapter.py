@@ -1,0 +1,383 @@
+"""rankstream.torchmetrics against torchmetrics 1.9 itself (its Retrieval* metrics on the same
+flat input), scikit-learn (per-query AUC) and naive per-query formulas (the new metrics)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torchmetrics.retrieval as tmr
+from _hang_guard import HANG_GUARD_S, run
+from sklearn.metrics import roc_auc_score
+from torchmetrics import MetricCollection
+
+import rankstream.torchmetrics as rt
+
+PEERS = ["RetrievalPrecision", "RetrievalRecall", "RetrievalMAP", "RetrievalMRR", "RetrievalHitRate",
+         "RetrievalNormalizedDCG", "RetrievalRPrecision"]  # fmt: skip
+
+
+def flat_data(seed: int, n_queries: int = 24, graded: bool = False, ignored: bool = False) -> tuple:
+    """Ragged queries (1 to 14 items) in random order: continuous scores about half of them
+    <= 0 (no ties), queries without a relevant item, queries whose relevant items all score
+    <= 0; with ``ignored``, some targets are -1."""
+    g = torch.Generator().manual_seed(seed)
+    sizes = torch.randint(1, 15, (n_queries,), generator=g)
+    ids = torch.randperm(1000, generator=g)[:n_queries] - 50
+    indexes = torch.repeat_interleave(ids, sizes)
+    n = indexes.shape[0]
+    preds = torch.randn(n, generator=g)
+    high = 4 if graded else 2
+    target = torch.randint(0, high, (n,), generator=g)
+    target[indexes == ids[0]] = 0  # a query without a relevant item
+    second = indexes == ids[1]
+    target[second] = (preds[second] <= 0).long()  # relevant items only where the score is <= 0
+    if ignored:
+        target[torch.rand(n, generator=g) < 0.15] = -1
+    perm = torch.randperm(n, generator=g)
+    return preds[perm], target[perm], indexes[perm]
+
+
+def both(name: str, **kw: object) -> tuple:
+    return getattr(rt, name)(**kw), getattr(tmr, name)(**kw)
+
+
+def close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return math.isclose(float(a), float(b), rel_tol=1e-5, abs_tol=1e-6)
+
+
+def combos(name: str) -> list[dict]:
+    top_ks = [None] if name == "RetrievalRPrecision" else [None, 1, 3, 20]
+    adaptive = [False, True] if name == "RetrievalPrecision" else [False]
+    out = []
+    for top_k, ad, eta, agg in itertools.product(
+        top_ks, adaptive, ["neg", "pos", "skip"], ["mean", "max", "min"]
+    ):
+        kw: dict = {"empty_target_action": eta, "aggregation": agg}
+        if name != "RetrievalRPrecision":
+            kw["top_k"] = top_k
+        if ad:
+            kw["adaptive_k"] = True
+        out.append(kw)
+    return out
+
+
+@pytest.mark.parametrize("name", PEERS)
+@pytest.mark.parametrize("ignore_index", [None, -1])
+def test_equals_torchmetrics_every_argument(name: str, ignore_index: int | None) -> None:
+    graded = name == "RetrievalNormalizedDCG"
+    data = [flat_data(s, graded=graded, ignored=ignore_index is not None) for s in (0, 1)]
+    for kw in combos(name):
+        ours, peer = both(name, ignore_index=ignore_index, **kw)
+        for preds, target, indexes in data:  # two updates of whole queries (disjoint ids)
+            ours.update(preds, target, indexes + 10_000 * (preds is data[1][0]))
+            peer.update(preds, target, indexes + 10_000 * (preds is data[1][0]))
+        assert close(ours.compute(), peer.compute()), (name, kw, float(ours.compute()), float(peer.compute()))
+
+
+@pytest.mark.parametrize("name", PEERS)
+def test_error_action_raises_at_compute_as_torchmetrics(name: str) -> None:
+    preds, target, indexes = flat_data(3, graded=name == "RetrievalNormalizedDCG")
+    ours, peer = both(name, empty_target_action="error")
+    ours.update(preds, target, indexes)
+    peer.update(preds, target, indexes)
+    with pytest.raises(ValueError, match="no positive target"):
+        peer.compute()
+    n_empty = sum(int(target[indexes == q].sum() == 0) for q in torch.unique(indexes))
+    assert n_empty >= 1
+    with pytest.raises(
+        ValueError, match=rf"{n_empty} queries have no positive target \(empty_target_action='error'\)"
+    ):
+        ours.compute()
+    full = torch.unique(indexes[target > 0])  # only queries with a relevant item: no error
+    keep = torch.isin(indexes, full)
+    ours, peer = both(name, empty_target_action="error")
+    ours.update(preds[keep], target[keep], indexes[keep])
+    peer.update(preds[keep], target[keep], indexes[keep])
+    assert close(ours.compute(), peer.compute())
+
+
+def batches(mode: str, preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor) -> list[tuple]:
+    """Four batches: whole queries (``"whole"``), sorted ids cut anywhere (``"sorted"``: queries
+    span batches), or any order cut anywhere (``"any"``)."""
+    n = indexes.shape[0]
+    if mode == "whole":
+        ids = torch.unique(indexes)
+        return [(preds[m], target[m], indexes[m]) for m in (torch.isin(indexes, ids[i::4]) for i in range(4))]
+    order = torch.sort(indexes, stable=True).indices if mode == "sorted" else torch.randperm(n)
+    cuts = [0, n // 5, n // 2, n // 2 + 3, n]
+    return [(preds[order[a:b]], target[order[a:b]], indexes[order[a:b]]) for a, b in itertools.pairwise(cuts)]
+
+
+@pytest.mark.parametrize("mode", ["whole", "sorted", "any"])
+@pytest.mark.parametrize("name", PEERS)
+def test_query_modes_equal_torchmetrics(mode: str, name: str) -> None:
+    preds, target, indexes = flat_data(5, n_queries=30, graded=name == "RetrievalNormalizedDCG")
+    kw = {} if name == "RetrievalRPrecision" else {"top_k": 4}
+    for agg in ("mean", "max", "min"):
+        ours = getattr(rt, name)(aggregation=agg, query_mode=mode, **kw)
+        peer = getattr(tmr, name)(aggregation=agg, **kw)
+        for b in batches(mode, preds, target, indexes):
+            ours.update(*b)
+        peer.update(preds, target, indexes)
+        assert close(ours.compute(), peer.compute()), (
+            mode,
+            agg,
+            float(ours.compute()),
+            float(peer.compute()),
+        )
+
+
+def test_sorted_mode_keeps_one_open_query_and_refuses_a_closed_id() -> None:
+    m = rt.RetrievalMAP(query_mode="sorted")
+    m.update(torch.tensor([0.5, -0.1, 0.3]), torch.tensor([1, 0, 1]), torch.tensor([1, 1, 2]))
+    assert [x.tolist() for x in m.carry_indexes] == [[2]]  # query 1 closed, query 2 open
+    before = {k: v.clone() if isinstance(v, torch.Tensor) else list(v) for k, v in m.metric_state.items()}
+    with pytest.raises(ValueError, match="sorted by query id across batches: id 1 arrives after id 2"):
+        m.update(torch.tensor([0.2]), torch.tensor([1]), torch.tensor([1]))
+    with pytest.raises(ValueError, match="id 2 arrives after id 3"):
+        m.update(torch.tensor([0.2, 0.1]), torch.tensor([1, 1]), torch.tensor([3, 2]))
+    after = m.metric_state
+    for k, v in before.items():  # a failed update leaves the state untouched
+        if isinstance(v, torch.Tensor):
+            assert torch.equal(v, after[k]), k
+        else:
+            assert [x.tolist() for x in v] == [x.tolist() for x in after[k]], k
+
+
+def test_metric_collection_forward_and_save(tmp_path: Path) -> None:
+    data = [flat_data(s) for s in (7, 8)]
+    names = ["RetrievalMAP", "RetrievalMRR", "RetrievalPrecision", "RetrievalRecall"]
+    ours = MetricCollection({n: getattr(rt, n)(top_k=5) for n in names})
+    peer = MetricCollection({n: getattr(tmr, n)(top_k=5) for n in names})
+    for i, (preds, target, indexes) in enumerate(data):
+        batch_ours = ours(preds, target, indexes + 5000 * i)  # forward: the batch's own values
+        batch_peer = peer(preds, target, indexes + 5000 * i)
+        assert all(close(batch_ours[n], batch_peer[n]) for n in names)
+    got, want = ours.compute(), peer.compute()
+    assert all(close(got[n], want[n]) for n in names), (got, want)
+    path = tmp_path / "metric.pt"
+    torch.save(ours["RetrievalMAP"], path)
+    loaded = torch.load(path, weights_only=False)
+    assert close(loaded.compute(), want["RetrievalMAP"])
+    single = rt.RetrievalMAP(top_k=5)
+    single.persistent(True)
+    src = ours["RetrievalMAP"]
+    src.persistent(True)
+    single.load_state_dict(src.state_dict())
+    with pytest.warns(UserWarning, match="called before the ``update``"):  # torchmetrics' own note
+        assert close(single.compute(), want["RetrievalMAP"])
+
+
+def test_sorted_forward_reads_the_carried_query() -> None:
+    preds, target, indexes = flat_data(9)
+    ours = rt.RetrievalNormalizedDCG(query_mode="sorted")
+    parts = batches("sorted", preds, target, indexes)
+    for b in parts:
+        ours(*b)
+    peer = tmr.RetrievalNormalizedDCG()
+    peer.update(preds, target, indexes)
+    assert close(ours.compute(), peer.compute())
+
+
+def test_whole_query_state_stays_constant_where_torchmetrics_grows() -> None:
+    g = torch.Generator().manual_seed(0)
+    ours = rt.RetrievalMAP(top_k=10)
+    peer = tmr.RetrievalMAP(top_k=10)
+
+    def size(metric: object) -> int:
+        state = metric.metric_state
+        return sum(x.numel() for v in state.values() for x in (v if isinstance(v, list) else [v]))
+
+    start = size(ours)
+    base = torch.arange(64).repeat_interleave(64)  # 64 whole queries of 64 items: 4,096 items
+    for step in range(1000):
+        preds = torch.randn(4096, generator=g)
+        target = torch.randint(0, 2, (4096,), generator=g)
+        ours.update(preds, target, base + 64 * step)
+        if step < 5:
+            peer.update(preds, target, base + 64 * step)
+    assert size(ours) == start == 6
+    assert size(peer) == 5 * 3 * 4096  # indexes, preds and target of every item
+    assert 0.0 < float(ours.compute()) < 1.0
+
+
+def test_bad_arguments_and_inputs_are_named() -> None:
+    with pytest.raises(
+        ValueError, match=r"aggregation must be one of \('mean', 'max', 'min'\), got 'median': a median"
+    ):
+        rt.RetrievalMAP(aggregation="median")
+    with pytest.raises(ValueError, match=r"empty_target_action must be one of .* got 'zero'"):
+        rt.RetrievalMAP(empty_target_action="zero")
+    with pytest.raises(ValueError, match="top_k must be a positive integer or None, got 0"):
+        rt.RetrievalRecall(top_k=0)
+    with pytest.raises(ValueError, match="query_mode must be one of"):
+        rt.RetrievalRecall(query_mode="streamed")
+    m = rt.RetrievalMAP()
+    with pytest.raises(
+        ValueError, match=r"target must hold binary values \(0 or 1\) for RetrievalMAP, got 2"
+    ):
+        m.update(torch.tensor([0.1, 0.2]), torch.tensor([2, 0]), torch.tensor([0, 0]))
+    with pytest.raises(
+        ValueError, match=r"indexes must be a tensor of long integers, got dtype torch\.float32"
+    ):
+        m.update(torch.tensor([0.1, 0.2]), torch.tensor([1, 0]), torch.tensor([0.0, 0.0]))
+    with pytest.raises(ValueError, match=r"one shape, got \(2,\), \(1,\) and \(2,\)"):
+        m.update(torch.tensor([0.1, 0.2]), torch.tensor([1]), torch.tensor([0, 0]))
+    with pytest.raises(ValueError, match="indexes cannot be None"):
+        m.update(torch.tensor([0.1, 0.2]), torch.tensor([1, 0]), None)
+    assert float(m.value_sum) == 0.0 and float(m.empty_count) == 0.0  # nothing entered
+    assert float(m.compute()) == 0.0  # no query: 0, as torchmetrics
+
+
+def test_nonpositive_retrieved_option() -> None:
+    preds = torch.tensor([-0.5, -0.9, 0.3, -0.2])
+    target = torch.tensor([1, 0, 0, 1])
+    idx = torch.tensor([0, 0, 1, 1])
+    default, kept = rt.RetrievalMRR(), rt.RetrievalMRR(nonpositive_retrieved=True)
+    peer = tmr.RetrievalMRR()
+    for m in (default, kept, peer):
+        m.update(preds, target, idx)
+    assert close(default.compute(), peer.compute()) and float(default.compute()) == 0.0
+    assert float(kept.compute()) == pytest.approx((1.0 + 0.5) / 2)  # first relevant at ranks 1 and 2
+
+
+def test_auc_and_gauc_equal_sklearn_per_query() -> None:
+    preds, target, indexes = flat_data(11, n_queries=30)
+    preds = torch.round(preds * 2) / 2  # ties count one half
+    aucs, sizes = [], []
+    for q in torch.unique(indexes):
+        m = indexes == q
+        t = target[m].numpy()
+        if 0 < t.sum() < t.size:
+            aucs.append(roc_auc_score(t, preds[m].numpy()))
+            sizes.append(t.size)
+    auc, gauc = rt.RetrievalAUC(), rt.RetrievalGAUC()
+    for metric in (auc, gauc):
+        metric.update(preds, target, indexes)
+    assert float(auc.compute()) == pytest.approx(np.mean(aucs))
+    assert float(gauc.compute()) == pytest.approx(np.average(aucs, weights=sizes))
+
+
+def naive(preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor, fn: object) -> float:
+    """The mean of ``fn(ranked targets)`` over the queries with a relevant item, 0 for the
+    others (``"neg"``)."""
+    out = []
+    for q in torch.unique(indexes):
+        m = indexes == q
+        ranked = target[m][torch.argsort(preds[m], descending=True)].double().tolist()
+        out.append(fn(ranked) if sum(ranked) > 0 else 0.0)
+    return float(np.mean(out))
+
+
+def test_f1_err_rbp_equal_their_formulas() -> None:
+    preds, target, indexes = flat_data(12)
+    _, graded, _ = flat_data(12, graded=True)
+    k = 5
+
+    def f1(r: list) -> float:
+        return 2 * sum(r[:k]) / (k + sum(r))
+
+    def err(r: list) -> float:
+        out, stop = 0.0, 1.0
+        for j, y in enumerate(r[:k], 1):
+            p = (2**y - 1) / 2**3
+            out += stop * p / j
+            stop *= 1 - p
+        return out
+
+    def rbp(r: list) -> float:
+        return (1 - 0.8) * sum(y * 0.8**j for j, y in enumerate(r))
+
+    cases = [
+        (rt.RetrievalF1(top_k=k), target, f1),
+        (rt.RetrievalERR(top_k=k, max_grade=3.0), graded, err),
+        (rt.RetrievalRBP(p=0.8), target, rbp),
+    ]
+    for metric, t, fn in cases:
+        metric.update(preds, t, indexes)
+        assert float(metric.compute()) == pytest.approx(naive(preds, t, indexes, fn)), type(metric).__name__
+
+
+DDP_CHILD = textwrap.dedent(
+    """
+    import datetime, json, sys
+    import torch, torch.distributed as dist, torch.multiprocessing as mp
+    import rankstream.torchmetrics as rt
+
+    def main(rank, store, out, guard):
+        dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2,
+                                timeout=datetime.timedelta(seconds=guard))
+        preds, target, indexes = torch.load(out + ".data")
+        mine = (indexes % 2) == rank  # each rank its own queries
+        p, t, i = preds[mine], target[mine], indexes[mine]
+        order = torch.sort(i, stable=True).indices
+        res = {}
+        for mode in ("whole", "sorted", "any"):
+            for agg in ("mean", "max", "min"):
+                for name in ("RetrievalMAP", "RetrievalNormalizedDCG", "RetrievalPrecision"):
+                    kw = dict(top_k=3, aggregation=agg, empty_target_action="pos", query_mode=mode)
+                    m = getattr(rt, name)(**kw)
+                    h = len(order) // 2
+                    if mode == "whole":
+                        m.update(p, t, i)
+                    else:  # two updates cutting a query in two (sorted ids)
+                        m.update(p[order[:h]], t[order[:h]], i[order[:h]])
+                        m.update(p[order[h:]], t[order[h:]], i[order[h:]])
+                    res[f"{mode}/{agg}/{name}"] = float(m.compute())
+        if rank == 0:
+            with open(out, "w") as f:
+                json.dump(res, f)
+        dist.destroy_process_group()
+
+    if __name__ == "__main__":
+        store, out, guard = sys.argv[1], sys.argv[2], float(sys.argv[3])
+        mp.spawn(main, args=(store, out, guard), nprocs=2)
+    """
+)
+
+
+def test_two_gloo_processes_equal_torchmetrics_on_all_data(tmp_path: Path) -> None:
+    preds, target, indexes = flat_data(13, n_queries=30)
+    out = str(tmp_path / "out.json")
+    torch.save((preds, target, indexes), out + ".data")
+    script = tmp_path / "child.py"
+    script.write_text(DDP_CHILD)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    proc = run([sys.executable, str(script), str(tmp_path / "store"), out, str(HANG_GUARD_S)], env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = json.loads(Path(out).read_text())
+    assert len(got) == 27
+    for key, value in got.items():
+        _, agg, name = key.split("/")
+        peer = getattr(tmr, name)(top_k=3, aggregation=agg, empty_target_action="pos")
+        peer.update(preds, target, indexes)
+        assert math.isclose(value, float(peer.compute()), rel_tol=1e-5, abs_tol=1e-6), key
+
+
+@pytest.mark.parametrize("top_k", [None, 2, 5])
+def test_ndcg_averages_tied_scores_as_torchmetrics(top_k: int | None) -> None:
+    preds, target, indexes = flat_data(14, graded=True)
+    preds = torch.round(preds)  # many exact ties within each query
+    for mode in ("whole", "any"):
+        ours = rt.RetrievalNormalizedDCG(top_k=top_k, query_mode=mode)
+        peer = tmr.RetrievalNormalizedDCG(top_k=top_k)
+        ours.update(preds, target, indexes)
+        peer.update(preds, target, indexes)
+        assert close(ours.compute(), peer.compute()), (mode, float(ours.compute()), float(peer.compute()))
+
+
+def test_import_error_names_the_extra() -> None:
+    from test_packaging import import_error
+
+    message, cause = import_error("rankstream.torchmetrics", ("torchmetrics",))
+    assert 'pip install "rankstream[torchmetrics]"' in message and "torchmetrics" in message
+    assert cause == "torchmetrics"
