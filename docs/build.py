@@ -54,6 +54,11 @@ MAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
                 "Keras 3 metrics for model.compile on torch, JAX and TensorFlow: drop-ins for "
                 "keras_rs.metrics, HitRateAtK, RPrecision, ListMetrics and the rank-based metrics.",
             ),
+            (
+                "rankstream.torchmetrics",
+                "torchmetrics Metric classes under torchmetrics' Retrieval* names and arguments "
+                "(flat items with query ids), their states sums (Lightning, DDP, MetricCollection).",
+            ),
         ),
     ),
     (

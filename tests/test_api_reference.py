@@ -30,11 +30,13 @@ PUBLIC = (
     "rankstream.filtering",
     "rankstream.distributed",
     "rankstream.spark",
+    "rankstream.torchmetrics",
 )
 #: the landing page's map, in order: adapters, core, rank-based, filtering, distributed
 MAP_ORDER = [
     "rankstream.ignite",
     "rankstream.keras",
+    "rankstream.torchmetrics",
     "rankstream",
     "rankstream.core.functional",
     "rankstream.core.state",
