@@ -54,7 +54,7 @@ SECTIONS = [
     ("Streamed rank-based metrics (ranks from scores)", "benchmarks.bench_ranks", {}),
     ("PyKEEN's report (3 rank types x head, tail, both) in one metric", "benchmarks.bench_report", {}),
     ("Closed-form statistics (GMR, MRR) vs PyKEEN", "benchmarks.bench_stats", {}),
-    ("Flat items with query ids: rankstream.torchmetrics vs torchmetrics", "benchmarks.bench_torchmetrics", {}),
+    ("Query ids: rankstream.torchmetrics vs torchmetrics", "benchmarks.bench_torchmetrics", {}),
 ]
 
 
