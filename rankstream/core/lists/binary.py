@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rankstream.core.backends import Array
+from rankstream.core.backends import Array, Context
+from rankstream.core.inputs import ListBatch
 from rankstream.core.lists.base import ListKernel, ListOutput, Selection
 from rankstream.core.lists.ties import first_relevant, group_means
 
@@ -44,10 +45,27 @@ class BinaryListKernel(ListKernel):
         w_rel = None if w is None else sel.ops.sum(self.is_relevant(sel, sel.full_labels) * w, axis=1)
         return self.is_relevant(sel, sel.labels), self.count_relevant(sel), w_rel
 
+    #: the values read only the hits at each ``k`` (precision, recall, hit rate, F1): at a ``k``
+    #: reaching every item of the batch's lists the hits are ``R`` whatever the order, so such a
+    #: metric ranks nothing when every ``k`` does (:meth:`depth`)
+    order_free_past_end = False
+
+    def depth(self, ctx: Context, batch: ListBatch, shared: dict[Any, Any]) -> int:
+        """The largest ``k``; 1 for a metric that reads only the hits where every ``k`` reaches
+        past the lists' end (the whole list: the hits are the relevant count, no ranking)."""
+        if self.order_free_past_end and self.top_k[0] >= batch.list_size:
+            return 1
+        return super().depth(ctx, batch, shared)
+
     def hits(self, sel: Selection, rel: Array) -> Array:
         """The relevant items among the top ``k`` ``(B, len(top_k))``, at every ``k`` (their
-        expected number under ``ties="expected"``)."""
-        return self.cut(sel, sel.ops.cumsum(self.expected_relevance(sel, rel), axis=1))
+        expected number under ``ties="expected"``); at a ``k`` reaching every item of the
+        batch's lists, the relevant count ``R``."""
+        cum = sel.ops.cumsum(self.expected_relevance(sel, rel), axis=1)
+        if self.top_k[-1] < sel.n:
+            return self.cut(sel, cum)
+        n_rel = self.count_relevant(sel)
+        return sel.ops.stack([n_rel if k >= sel.n else cum[:, min(k, sel.k) - 1] for k in self.top_k], axis=1)
 
     def relevance_key(self) -> tuple[str, Any]:
         """What the comparison pass of ``ties="expected"`` sums for the relevance (per batch)."""

@@ -23,6 +23,7 @@ class F1Kernel(BinaryListKernel):
     of :class:`~rankstream.core.lists.conventions.ListConventions` as keywords."""
 
     name = "f1"
+    order_free_past_end = True
 
     def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
         ops, hits = sel.ops, self.hits(sel, rel)

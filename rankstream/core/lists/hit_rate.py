@@ -26,6 +26,7 @@ class HitRateKernel(BinaryListKernel):
     """HR@k for every ``k`` in ``top_k`` (arguments as every binary list metric's)."""
 
     name = "hit_rate"
+    order_free_past_end = True
 
     def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
         if sel.ties is not None:  # the probability of a relevant item in the top k

@@ -34,6 +34,11 @@ class PrecisionKernel(BinaryListKernel):
 
     name = "precision"
 
+    @property
+    def order_free_past_end(self) -> bool:  # type: ignore[override]
+        """Over ``k``: the hits alone (over the list's items, ``"valid"``, it reads the ranking)."""
+        return self.denominator == "k"
+
     def __init__(self, top_k: int | list[int] = 10, *, denominator: str = "k", **conventions: Any) -> None:
         super().__init__(top_k, **conventions)
         if denominator not in ("k", "valid"):

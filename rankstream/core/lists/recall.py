@@ -25,6 +25,7 @@ class RecallKernel(BinaryListKernel):
     :class:`~rankstream.core.lists.conventions.ListConventions` as keywords."""
 
     name = "recall"
+    order_free_past_end = True
 
     def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
         return self.divide(sel, self.hits(sel, rel), n_rel[:, None])
