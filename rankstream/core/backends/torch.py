@@ -578,6 +578,71 @@ class TorchOps(Ops):
         out.index_add_(0, idx.reshape(-1), weights.expand(rows, -1).reshape(-1))
         return out.reshape(rows, size)
 
+    def valid_counts(self, valid: Array, acc: Any, ws: Workspace | None = None) -> Array:
+        """Per row, the number of True entries of a ``(B, N)`` bool mask, in ``acc`` (as
+        :meth:`row_count`). On CPU a contiguous mask with ``N`` a multiple of 8 is read as its
+        bytes eight at a time (torch's bools are the bytes 0 and 1): each row's ``N / 8`` int64
+        words summed in runs of 255 (a byte of a sum then holds at most 255, no carry), the
+        sums' bytes added up; one read of the mask, no per-item conversion."""
+        if not _cpu(valid) or ws is None or valid.dtype != torch.bool or valid.dim() != 2:
+            return self.row_count(valid, acc, ws)
+        b, n = int(valid.shape[0]), int(valid.shape[1])
+        if n % 8 or not valid.is_contiguous() or valid.numel() < _SMALL:
+            return self.row_count(valid, acc, ws)
+        try:
+            words = valid.view(torch.uint8).view(torch.int64)
+        except RuntimeError:  # a view not aligned on 8 bytes
+            return self.row_count(valid, acc, ws)
+        c = n // 8
+        runs = torch.empty((b, -(-c // 255)), dtype=torch.int64)
+        for j, a in enumerate(range(0, c, 255)):
+            torch.sum(words[:, a : a + 255], dim=1, out=runs[:, j])
+        return runs.view(torch.uint8).sum(dim=1, dtype=torch.int64).to(acc)
+
+    def gain_sums(
+        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, ws: Workspace | None = None
+    ) -> tuple[Array, Array]:
+        """Per row ``(sum g, sum g^2)`` over the valid items, ``g = 2^y' - 1`` (``exp``) or
+        ``g = y'``, ``y' = y`` where ``y >= t`` and 0 below (``t`` None: ``y' = y``), in
+        ``dtype``; masked items count 0 whatever they hold (NaN too). On CPU one pass tile by
+        tile (:func:`_tiles`) in two workspace tiles: ``y'`` as ``y`` times the 0/1 comparison,
+        the gain in place, the masked items filled with 0, then a matrix-vector product with
+        ones for each sum (faster than a row sum); no full-size temporary."""
+        if not _cpu(labels) or ws is None or labels.numel() < _SMALL:
+            y = labels.to(dtype)
+            if t is not None:
+                y = torch.where(y >= t, y, 0.0)
+            g = torch.exp2(y) - 1.0 if exp else y
+            if valid is not None:
+                g = torch.where(valid, g, 0.0)
+            return g.sum(dim=1), (g * g).sum(dim=1)
+        b, n = int(labels.shape[0]), int(labels.shape[1])
+        s1, s2 = torch.zeros(b, dtype=dtype), torch.zeros(b, dtype=dtype)
+        ones = torch.ones(n, dtype=dtype)
+        step, width = max(_GAIN_TILE // n, 1), min(n, _GAIN_TILE)
+        for r, c in ((slice(a, min(a + step, b)), slice(j, min(j + width, n)))
+                     for a in range(0, b, step) for j in range(0, n, width)):  # fmt: skip
+            shape = (r.stop - r.start, c.stop - c.start)
+            g = _buffer(ws, "count", shape, dtype)
+            y = labels[r, c]
+            if t is not None:
+                f = _buffer(ws, "gain", shape, dtype)
+                torch.ge(y, t, out=f)
+                torch.mul(y, f, out=g)
+            else:
+                g.copy_(y)
+            if exp:
+                torch.exp2(g, out=g)
+                g.sub_(1.0)
+            if valid is not None:
+                out = _buffer(ws, "gain_out", shape, torch.bool)
+                torch.logical_not(valid[r, c], out=out)
+                g.masked_fill_(out, 0.0)
+            s1[r] += torch.mv(g, ones[c])
+            g.mul_(g)
+            s2[r] += torch.mv(g, ones[c])
+        return s1, s2
+
 
 class TorchHostOps(NumpyOps):
     """A small CPU torch batch computed on numpy views of its tensors (no copy): the numpy
@@ -615,3 +680,9 @@ class TorchHostOps(NumpyOps):
 
     def generator(self, seed: Any) -> Any:
         return self.parent.generator(seed)
+
+
+#: the most values of a tile of :meth:`TorchOps.gain_sums` (512 KiB of float32): its six passes
+#: over a tile stay in cache (measured on one thread at 1,024 x 20,000: 2^17 to 2^18 values
+#: about 0.6x the time of tiles of 2^21)
+_GAIN_TILE = 1 << 17

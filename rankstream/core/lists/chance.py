@@ -95,7 +95,7 @@ def list_sizes(sel: Selection) -> Array:
     ops, acc = sel.ops, sel.positions.dtype
     if sel.full_valid is None:
         return ops.cast(sel.labels[:, 0], acc) * 0.0 + float(sel.n)  # no static batch size needed
-    return sel.once("chance_sizes", lambda: ops.row_count(sel.full_valid, acc, sel.ctx.workspace))
+    return sel.once("chance_sizes", lambda: ops.valid_counts(sel.full_valid, acc, sel.ctx.workspace))
 
 
 def _clipped_ks(sel: Selection, ks: tuple[int, ...], n: Array) -> Array:
@@ -341,6 +341,16 @@ def _dense_gain_sums(kernel: Any, sel: Selection) -> tuple[Array, Array]:
     return _by_rows(sel, sel.n, tile, sel.item_labels, sel.full_valid, sel.full_item_weights)
 
 
+def _named_gain_sums(kernel: Any, sel: Selection) -> tuple[Array, Array]:
+    """``(sum x, sum x^2)`` ``(B,)`` for a named gain without item weights: one pass over the
+    labels, tile by tile (``Ops.gain_sums``: the gain of every item computed in a workspace tile
+    and summed there, masked items filled with 0), cheaper than finding the nonzero gains."""
+    return sel.ops.gain_sums(
+        sel.item_labels, kernel.gain == "exp_rank", kernel.conventions.relevance_threshold,
+        sel.full_valid, sel.positions.dtype, sel.ctx.workspace,
+    )  # fmt: skip
+
+
 def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None) -> Array:
     """``IDCG@k`` ``(B, len(top_k))`` as the kernel reads it: named gains without item weights
     where the kernel has it (nDCG: the shared ``topk`` of the labels), else from the nonzero
@@ -420,6 +430,13 @@ def _one_label(kernel: Any, sel: Selection) -> tuple[float, Array] | None:
     if seen.shape[0] == 0 or not ops.host_bools(ops.any(eligible))[0]:
         return None
     v = float(np.asarray(ops.to_numpy(-ops.amin(-ops.where(eligible, seen, float("-inf"))))).reshape(-1)[0])
+    # two relevant labels seen, in the ideal or the ranking: graded, no counting pass
+    graded = ops.any(eligible & (seen != v))
+    if whole:
+        ranked = sel.labels
+        graded = graded | ops.any((ranked > 0.0 if t is None else ranked >= t) & (ranked != v))
+    if ops.host_bools(graded)[0]:
+        return None
     acc, ws = sel.positions.dtype, sel.ctx.workspace
     labels, valid = sel.item_labels, sel.full_valid
     count = kernel.count_relevant(sel)  # nonzero gains: label >= t (> 0)
@@ -447,6 +464,8 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
     elif one is not None:  # binary relevance: every nonzero gain is g(v)
         g = kernel._gains(sel, ops.asarray([one[0]], sel.positions, sel.positions.dtype))
         s1, s2 = g * one[1], g * g * one[1]
+    elif _sparse(kernel, sel) and sel.full_item_weights is None:  # one tiled pass of the gains
+        s1, s2 = sel.once(key, lambda: _named_gain_sums(kernel, sel))
     else:
         gains = sel.once(key, lambda: _Gains(kernel, sel)) if _sparse(kernel, sel) else None
         s1, s2 = (gains.s1, gains.s2) if gains is not None else _dense_gain_sums(kernel, sel)
