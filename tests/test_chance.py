@@ -497,3 +497,90 @@ def test_metrics_without_moments_refuse_chance_naming_those_with_them() -> None:
     for name in ("f1@3", "err@3", "rbp", "auc", "gauc"):
         with pytest.raises(ValueError, match=r"chance=True: \w+Kernel has no moments .*'ndcg', 'dcg'"):
             Collection([name], chance=True)
+
+
+@pytest.mark.parametrize("case", ["ndcg_exp_t1", "ndcg_lin_none", "dcg"])
+def test_the_nonzero_gains_path_still_equals_the_enumeration(monkeypatch, case):
+    """With the one tiled pass of the named gains turned off, the sums come from the nonzero
+    gains (the path per-item weights take): against the enumeration."""
+    from rankstream.core.lists import chance
+
+    off = lambda *a: None  # noqa: E731
+    for name in ("_from_ideal", "_one_label", "_named_gain_sums"):
+        monkeypatch.setattr(chance, name, off)
+    monkeypatch.setattr(sys.modules[__name__], "KS", [1, 2, 5])
+    test_each_lists_moments_equal_the_enumeration_of_every_ordering(case, "zero")
+
+
+def _ops_of(kind):
+    from rankstream.core.backends import Workspace, numpy_ops, torch_ops
+
+    ops = torch_ops() if kind == "torch" else numpy_ops()
+    conv = torch.as_tensor if kind == "torch" else np.asarray
+    out = lambda x: np.asarray(x.numpy() if kind == "torch" else x, dtype=np.float64)  # noqa: E731
+    return ops, conv, out, Workspace(), torch.float32 if kind == "torch" else np.float32
+
+
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+def test_valid_counts_from_the_masks_bytes_equal_the_row_sums(kind):
+    """The per-row count of a mask read as packed bytes: a full mask whose runs of 255 words
+    fill every byte (255), random masks with a shorter last run, a width not a multiple of 8,
+    a row slice and a column slice (not contiguous): each against numpy's row sums."""
+    ops, conv, out, ws, acc = _ops_of(kind)
+    rng = np.random.default_rng(5)
+    full = np.ones((40, 8 * 255 * 2 + 16), dtype=bool)
+    ragged = np.arange(2056)[None, :] < rng.integers(0, 2057, 33)[:, None]
+    noise = rng.random((17, 4099)) < 0.3
+    wide = rng.random((20, 8 * 600)) < 0.9
+    for m in (full, ragged, noise, wide, wide[3:], wide[:, 5:], ragged[:, :2048]):
+        np.testing.assert_array_equal(out(ops.valid_counts(conv(m), acc, ws)), m.sum(axis=1))
+
+
+def _naive_gain_sums(labels, exp, t, mask):
+    """Per row, ``(sum g, sum g^2)`` item by item in float64."""
+    s1, s2 = [], []
+    for y_row, m_row in zip(labels, mask, strict=True):
+        a = b = 0.0
+        for y, m in zip(y_row.tolist(), m_row.tolist(), strict=True):
+            if not m:
+                continue
+            y = y if t is None or y >= t else 0.0
+            g = 2.0**y - 1.0 if exp else y
+            a, b = a + g, b + g * g
+        s1.append(a)
+        s2.append(b)
+    return np.array(s1), np.array(s2)
+
+
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+@pytest.mark.parametrize("exp", [True, False])
+@pytest.mark.parametrize("t", [1.0, 0.5, None])
+def test_the_sums_of_named_gains_equal_an_item_by_item_sum(kind, exp, t):
+    """``Ops.gain_sums``: graded, fractional and negative labels, NaN on masked items, rows
+    split into tiles and a row longer than one tile (split into columns), against a plain
+    Python sum per item."""
+    ops, conv, out, ws, acc = _ops_of(kind)
+    rng = np.random.default_rng(11)
+    for b, n in ((70, 2_000), (2, 140_000)):
+        labels = rng.choice([0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 0.5, -1.0], size=(b, n)).astype(np.float32)
+        mask = rng.random((b, n)) < 0.8
+        labels[~mask & (rng.random((b, n)) < 0.5)] = np.nan
+        want = _naive_gain_sums(labels.astype(np.float64), exp, t, mask)
+        for m in (conv(mask), None):
+            y = labels if m is not None else np.where(mask, labels, 0.0)
+            got = ops.gain_sums(conv(y), exp, t, m, acc, ws)
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_allclose(out(g), w, rtol=1e-5, atol=1e-3)
+
+
+def test_float32_gains_past_the_float32_range_are_summed_in_the_accumulator():
+    """A float32 label of 130 under ``2^y - 1`` overflows float32: the tiled pass sums that
+    batch again in float64 (the sums stay finite, as the item-by-item sum)."""
+    from rankstream.core.backends import Workspace, torch_ops
+
+    labels = np.zeros((8, 20_000), dtype=np.float32)
+    labels[:, :3] = [130.0, 2.0, 1.0]
+    got = torch_ops().gain_sums(torch.as_tensor(labels), True, 1.0, None, torch.float64, Workspace())
+    want = _naive_gain_sums(labels[:, :3].astype(np.float64), True, 1.0, np.ones((8, 3), dtype=bool))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-12)

@@ -605,9 +605,11 @@ class TorchOps(Ops):
         """Per row ``(sum g, sum g^2)`` over the valid items, ``g = 2^y' - 1`` (``exp``) or
         ``g = y'``, ``y' = y`` where ``y >= t`` and 0 below (``t`` None: ``y' = y``), in
         ``dtype``; masked items count 0 whatever they hold (NaN too). On CPU one pass tile by
-        tile (:func:`_tiles`) in two workspace tiles: ``y'`` as ``y`` times the 0/1 comparison,
-        the gain in place, the masked items filled with 0, then a matrix-vector product with
-        ones for each sum (faster than a row sum); no full-size temporary."""
+        tile (:data:`_GAIN_TILE` values, in cache) in two workspace tiles of the labels' float
+        dtype: ``y'`` as ``y`` times the 0/1 comparison, the gain in place, the masked items
+        filled with 0, then the row sums (pairwise, exact for whole gains below 2^24 per row
+        in float32), added up across tiles in ``dtype``. float32 labels whose gains overflow
+        float32 (``2^y`` from ``y = 128``) are summed again in ``dtype``."""
         if not _cpu(labels) or ws is None or labels.numel() < _SMALL:
             y = labels.to(dtype)
             if t is not None:
@@ -616,21 +618,27 @@ class TorchOps(Ops):
             if valid is not None:
                 g = torch.where(valid, g, 0.0)
             return g.sum(dim=1), (g * g).sum(dim=1)
+        work = labels.dtype if labels.dtype in (torch.float32, torch.float64) else dtype
+        s1, s2 = self._tiled_gain_sums(labels, exp, t, valid, dtype, work, ws)
+        if work != dtype and not bool(torch.isfinite(s2).all()):
+            s1, s2 = self._tiled_gain_sums(labels, exp, t, valid, dtype, dtype, ws)
+        return s1, s2
+
+    def _tiled_gain_sums(
+        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, work: Any, ws: Workspace
+    ) -> tuple[Array, Array]:
         b, n = int(labels.shape[0]), int(labels.shape[1])
         s1, s2 = torch.zeros(b, dtype=dtype), torch.zeros(b, dtype=dtype)
-        ones = torch.ones(n, dtype=dtype)
         step, width = max(_GAIN_TILE // n, 1), min(n, _GAIN_TILE)
         for r, c in ((slice(a, min(a + step, b)), slice(j, min(j + width, n)))
                      for a in range(0, b, step) for j in range(0, n, width)):  # fmt: skip
             shape = (r.stop - r.start, c.stop - c.start)
-            g = _buffer(ws, "count", shape, dtype)
-            y = labels[r, c]
+            g = _buffer(ws, "count", shape, work)
+            g.copy_(labels[r, c])
             if t is not None:
-                f = _buffer(ws, "gain", shape, dtype)
-                torch.ge(y, t, out=f)
-                torch.mul(y, f, out=g)
-            else:
-                g.copy_(y)
+                f = _buffer(ws, "gain", shape, work)
+                torch.ge(g, t, out=f)
+                g.mul_(f)
             if exp:
                 torch.exp2(g, out=g)
                 g.sub_(1.0)
@@ -638,9 +646,9 @@ class TorchOps(Ops):
                 out = _buffer(ws, "gain_out", shape, torch.bool)
                 torch.logical_not(valid[r, c], out=out)
                 g.masked_fill_(out, 0.0)
-            s1[r] += torch.mv(g, ones[c])
+            s1[r] += g.sum(dim=1)
             g.mul_(g)
-            s2[r] += torch.mv(g, ones[c])
+            s2[r] += g.sum(dim=1)
         return s1, s2
 
 
