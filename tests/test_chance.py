@@ -584,3 +584,29 @@ def test_float32_gains_past_the_float32_range_are_summed_in_the_accumulator():
     want = _naive_gain_sums(labels[:, :3].astype(np.float64), True, 1.0, np.ones((8, 3), dtype=bool))
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g.numpy(), w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_dcg_best_from_equal_positive_gains_or_the_topk_equals_the_ideal_dcg(monkeypatch, mixed):
+    """DCG's best value without a ``topk`` where each list's positive gains are equal (a grade
+    per list, lists of 10,000 items through the tiled pass), and with the ``topk`` where one list
+    holds two grades and another a negative label: ``chance_best_sum`` against the sum of
+    each list's ideal DCG (the reference ranking the labels themselves)."""
+    from rankstream.core.lists import chance
+
+    seen = []
+    real = chance._equal_gains
+    monkeypatch.setattr(chance, "_equal_gains", lambda *a: seen.append(real(*a)) or seen[-1])
+    rng = np.random.default_rng(8)
+    b, n, ks = 8, 10_000, [1, 5, 20]
+    labels = np.where(rng.random((b, n)) < 0.002, (np.arange(b) % 3 + 1.0)[:, None], 0.0)
+    labels[:, 0] = np.arange(b) % 3 + 1.0  # a relevant item in every list
+    if mixed:
+        labels[0, 1], labels[1, 2] = -1.0, 4.0
+    scores = rng.random((b, n))
+    sums = DCGKernel(ks, chance=True).batch_sums(
+        None, torch.as_tensor(scores, dtype=torch.float32), torch.as_tensor(labels, dtype=torch.float32)
+    )
+    want = [sum(ref.dcg(row, row, k) for row in labels.tolist()) for k in ks]
+    np.testing.assert_allclose(np.asarray(sums["chance_best_sum"]), want, rtol=1e-6)
+    assert len(seen) == 1 and (seen[0] is None) == mixed

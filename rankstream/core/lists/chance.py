@@ -444,12 +444,31 @@ def _one_label(kernel: Any, sel: Selection) -> tuple[float, Array] | None:
     acc, ws = sel.positions.dtype, sel.ctx.workspace
     labels, valid = sel.item_labels, sel.full_valid
     count = kernel.count_relevant(sel)  # nonzero gains: label >= t (> 0)
+    if whole and t is not None and v == t:  # every label >= t is <= v (the batch's largest)
+        return v, count
     at_v = sel.once(("relevant", v), lambda: ops.count_relevant(labels, v, False, valid, acc, ws))
     same = at_v == count
     if not whole:  # and no label above v
         above = ops.count_relevant(labels, v, True, valid, acc, ws)
         same = same & (above == 0)
     return (v, count) if ops.host_bools(ops.all(same))[0] else None
+
+
+def _equal_gains(kernel: Any, sel: Selection, s1: Array, s2: Array) -> Array | None:
+    """DCG's ``IDCG@k`` without a ``topk`` where every list's items of positive gain share one
+    gain: ``c`` per list (the kernel's count of relevant items, ``label > 0`` or ``>= t > 0``:
+    the items of positive gain of a named gain) where ``s1^2 = c s2`` with ``s1 > 0`` (``s2 = 0``
+    where ``c = 0``) in every list, else None. By Cauchy-Schwarz the equality holds exactly when
+    the ``c`` positive gains are equal and no gain is negative, so the ideal ranking puts the
+    ``c`` items of gain ``s1 / c`` first: ``IDCG@k = (s1 / c) D1(min(c, k'))``. Exact sums
+    (whole gains) meet it; a rounded one falls back to the ``topk``."""
+    t = kernel.conventions.relevance_threshold
+    if t is not None and t <= 0:
+        return None
+    ops = sel.ops
+    c = kernel.count_relevant(sel)
+    ok = ops.where(c > 0, (s1 * s1 == c * s2) & (s1 > 0.0), s2 == 0.0)
+    return c if ops.host_bools(ops.all(ok))[0] else None
 
 
 def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Array, Array]:
@@ -462,7 +481,7 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
     key = ("chance_gains", kernel.gain, kernel.conventions.relevance_threshold)
     read = _from_ideal(kernel, sel) if normalised else None
     one = None if read is not None else sel.once(("chance_one", *key[1:]), lambda: _one_label(kernel, sel))
-    gains = None
+    gains = summed = None
     if read is not None:
         s1, s2 = read
     elif one is not None:  # binary relevance: every nonzero gain is g(v)
@@ -480,6 +499,8 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
     var = var * _divide(sel, ss, n - 1.0)[:, None]
     if one is not None and not normalised:  # the c items of gain g(v) first
         idcg = g[:, None] * _at(sel, table, ops.minimum(one[1][:, None], kk))
+    elif not normalised and summed is not None and (equal := _equal_gains(kernel, sel, s1, s2)) is not None:
+        idcg = _divide(sel, s1, equal)[:, None] * _at(sel, table, ops.minimum(equal[:, None], kk))
     else:
         idcg = _ideal_dcg(kernel, sel, gains)
     if not normalised:
