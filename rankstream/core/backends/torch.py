@@ -607,7 +607,7 @@ class TorchOps(Ops):
         ``dtype``; masked items count 0 whatever they hold (NaN too). On CPU one pass tile by
         tile (:data:`_GAIN_TILE` values, in cache) in two workspace tiles of the labels' float
         dtype: ``y'`` as ``y`` times the 0/1 comparison, the gain in place, the masked items
-        filled with 0, then the row sums (pairwise, exact for whole gains below 2^24 per row
+        set to 0, then the row sums (pairwise, exact for whole gains below 2^24 per row
         in float32), added up across tiles in ``dtype``. float32 labels whose gains overflow
         float32 (``2^y`` from ``y = 128``) are summed again in ``dtype``."""
         if not _cpu(labels) or ws is None or labels.numel() < _SMALL:
@@ -630,25 +630,33 @@ class TorchOps(Ops):
         b, n = int(labels.shape[0]), int(labels.shape[1])
         s1, s2 = torch.zeros(b, dtype=dtype), torch.zeros(b, dtype=dtype)
         step, width = max(_GAIN_TILE // n, 1), min(n, _GAIN_TILE)
-        for r, c in ((slice(a, min(a + step, b)), slice(j, min(j + width, n)))
-                     for a in range(0, b, step) for j in range(0, n, width)):  # fmt: skip
-            shape = (r.stop - r.start, c.stop - c.start)
-            g = _buffer(ws, "count", shape, work)
-            g.copy_(labels[r, c])
-            if t is not None:
-                f = _buffer(ws, "gain", shape, work)
-                torch.ge(g, t, out=f)
-                g.mul_(f)
-            if exp:
-                torch.exp2(g, out=g)
-                g.sub_(1.0)
-            if valid is not None:
-                out = _buffer(ws, "gain_out", shape, torch.bool)
-                torch.logical_not(valid[r, c], out=out)
-                g.masked_fill_(out, 0.0)
-            s1[r] += g.sum(dim=1)
-            g.mul_(g)
-            s2[r] += g.sum(dim=1)
+        gain = _buffer(ws, "count", (step, width), work)  # one tile each, viewed per tile
+        step_in = None if t is None else _buffer(ws, "gain", (step, width), work)
+        same = labels.dtype == work
+        zero = torch.zeros((), dtype=work)
+        for a in range(0, b, step):
+            r = slice(a, min(a + step, b))
+            for j in range(0, n, width):
+                c = slice(j, min(j + width, n))
+                h, w = r.stop - r.start, c.stop - c.start
+                g, y = gain[:h, :w], labels[r, c]
+                if t is None:
+                    g.copy_(y)
+                elif same:  # y' = y (y >= t), in two ops
+                    torch.ge(y, t, out=step_in[:h, :w])
+                    torch.mul(y, step_in[:h, :w], out=g)
+                else:
+                    g.copy_(y)
+                    torch.ge(g, t, out=step_in[:h, :w])
+                    g.mul_(step_in[:h, :w])
+                if exp:
+                    torch.exp2(g, out=g)
+                    g.sub_(1.0)
+                if valid is not None:
+                    torch.where(valid[r, c], g, zero, out=g)
+                s1[r] += g.sum(dim=1)
+                g.mul_(g)
+                s2[r] += g.sum(dim=1)
         return s1, s2
 
 
