@@ -22,14 +22,17 @@ class):
 
 The derivations, the best values and the enumerations that check each formula are in
 ``docs/chance.md``. Cost: the binary metrics reuse the count of relevant items and add one count of
-each list's items under a mask; HitRate and MRR add a ``(B, max k)`` product over the ranks,
-shared by the metrics of one threshold. DCG and nDCG need each list's sums of gains: nDCG reads
-them from the ideal ranking it took where that holds every nonzero gain; binary relevance gives
-them from counts; otherwise one ``nonzero`` pass over the labels, row tile by row tile, computes
-the gains of those items only (shared by a collection's DCG and nDCG of one gain and threshold).
-A callable gain, or no read-back (an accelerator, a ``jit`` trace), takes one dense pass. DCG's
-``IDCG@k`` comes from the counts or from the nonzero gains. Where values are read back no pass
-makes a full-size temporary.
+each list's items under a mask (``Ops.valid_counts``: the mask's bytes read eight at a time);
+HitRate and MRR add a ``(B, max k)`` product over the ranks, shared by the metrics of one
+threshold. DCG and nDCG need each list's sums of gains: nDCG reads them from the ideal ranking it
+took where that holds every nonzero gain; binary relevance gives them from counts; otherwise, for
+a named gain, one pass over the labels in cache-sized tiles (``Ops.gain_sums``, shared by a
+collection's DCG and nDCG of one gain and threshold). Per-item weights take the nonzero gains
+(one ``nonzero`` pass, row tile by row tile); a callable gain, or no read-back (an accelerator, a
+``jit`` trace), one dense pass. DCG's ``IDCG@k`` comes from the counts where each list's positive
+gains are equal (binary relevance, found from the sums), else from a ``topk`` of the labels (or
+of the nonzero gains under item weights). Where values are read back no pass makes a full-size
+temporary.
 """
 
 from __future__ import annotations
