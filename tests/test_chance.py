@@ -497,3 +497,116 @@ def test_metrics_without_moments_refuse_chance_naming_those_with_them() -> None:
     for name in ("f1@3", "err@3", "rbp", "auc", "gauc"):
         with pytest.raises(ValueError, match=r"chance=True: \w+Kernel has no moments .*'ndcg', 'dcg'"):
             Collection([name], chance=True)
+
+
+@pytest.mark.parametrize("case", ["ndcg_exp_t1", "ndcg_lin_none", "dcg"])
+def test_the_nonzero_gains_path_still_equals_the_enumeration(monkeypatch, case):
+    """With the one tiled pass of the named gains turned off, the sums come from the nonzero
+    gains (the path per-item weights take): against the enumeration."""
+    from rankstream.core.lists import chance
+
+    off = lambda *a: None  # noqa: E731
+    for name in ("_from_ideal", "_one_label", "_named_gain_sums"):
+        monkeypatch.setattr(chance, name, off)
+    monkeypatch.setattr(sys.modules[__name__], "KS", [1, 2, 5])
+    test_each_lists_moments_equal_the_enumeration_of_every_ordering(case, "zero")
+
+
+def _ops_of(kind):
+    from rankstream.core.backends import Workspace, numpy_ops, torch_ops
+
+    ops = torch_ops() if kind == "torch" else numpy_ops()
+    conv = torch.as_tensor if kind == "torch" else np.asarray
+    out = lambda x: np.asarray(x.numpy() if kind == "torch" else x, dtype=np.float64)  # noqa: E731
+    return ops, conv, out, Workspace(), torch.float32 if kind == "torch" else np.float32
+
+
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+def test_valid_counts_from_the_masks_bytes_equal_the_row_sums(kind):
+    """The per-row count of a mask read as packed bytes: a full mask whose runs of 255 words
+    fill every byte (255), random masks with a shorter last run, a width not a multiple of 8,
+    a row slice and a column slice (not contiguous): each against numpy's row sums."""
+    ops, conv, out, ws, acc = _ops_of(kind)
+    rng = np.random.default_rng(5)
+    full = np.ones((40, 8 * 255 * 2 + 16), dtype=bool)
+    ragged = np.arange(2056)[None, :] < rng.integers(0, 2057, 33)[:, None]
+    noise = rng.random((17, 4099)) < 0.3
+    wide = rng.random((20, 8 * 600)) < 0.9
+    for m in (full, ragged, noise, wide, wide[3:], wide[:, 5:], ragged[:, :2048]):
+        np.testing.assert_array_equal(out(ops.valid_counts(conv(m), acc, ws)), m.sum(axis=1))
+
+
+def _naive_gain_sums(labels, exp, t, mask):
+    """Per row, ``(sum g, sum g^2)`` item by item in float64."""
+    s1, s2 = [], []
+    for y_row, m_row in zip(labels, mask, strict=True):
+        a = b = 0.0
+        for y, m in zip(y_row.tolist(), m_row.tolist(), strict=True):
+            if not m:
+                continue
+            y = y if t is None or y >= t else 0.0
+            g = 2.0**y - 1.0 if exp else y
+            a, b = a + g, b + g * g
+        s1.append(a)
+        s2.append(b)
+    return np.array(s1), np.array(s2)
+
+
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+@pytest.mark.parametrize("exp", [True, False])
+@pytest.mark.parametrize("t", [1.0, 0.5, None])
+def test_the_sums_of_named_gains_equal_an_item_by_item_sum(kind, exp, t):
+    """``Ops.gain_sums``: graded, fractional and negative labels, NaN on masked items, rows
+    split into tiles and a row longer than one tile (split into columns), against a plain
+    Python sum per item."""
+    ops, conv, out, ws, acc = _ops_of(kind)
+    rng = np.random.default_rng(11)
+    for b, n in ((70, 2_000), (2, 140_000)):
+        labels = rng.choice([0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 0.5, -1.0], size=(b, n)).astype(np.float32)
+        mask = rng.random((b, n)) < 0.8
+        labels[~mask & (rng.random((b, n)) < 0.5)] = np.nan
+        want = _naive_gain_sums(labels.astype(np.float64), exp, t, mask)
+        for m in (conv(mask), None):
+            y = labels if m is not None else np.where(mask, labels, 0.0)
+            got = ops.gain_sums(conv(y), exp, t, m, acc, ws)
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_allclose(out(g), w, rtol=1e-5, atol=1e-3)
+
+
+def test_float32_gains_past_the_float32_range_are_summed_in_the_accumulator():
+    """A float32 label of 130 under ``2^y - 1`` overflows float32: the tiled pass sums that
+    batch again in float64 (the sums stay finite, as the item-by-item sum)."""
+    from rankstream.core.backends import Workspace, torch_ops
+
+    labels = np.zeros((8, 20_000), dtype=np.float32)
+    labels[:, :3] = [130.0, 2.0, 1.0]
+    got = torch_ops().gain_sums(torch.as_tensor(labels), True, 1.0, None, torch.float64, Workspace())
+    want = _naive_gain_sums(labels[:, :3].astype(np.float64), True, 1.0, np.ones((8, 3), dtype=bool))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_dcg_best_from_equal_positive_gains_or_the_topk_equals_the_ideal_dcg(monkeypatch, mixed):
+    """DCG's best value without a ``topk`` where each list's positive gains are equal (a grade
+    per list, lists of 10,000 items through the tiled pass), and with the ``topk`` where one list
+    holds two grades and another a negative label: ``chance_best_sum`` against the sum of
+    each list's ideal DCG (the reference ranking the labels themselves)."""
+    from rankstream.core.lists import chance
+
+    seen = []
+    real = chance._equal_gains
+    monkeypatch.setattr(chance, "_equal_gains", lambda *a: seen.append(real(*a)) or seen[-1])
+    rng = np.random.default_rng(8)
+    b, n, ks = 8, 10_000, [1, 5, 20]
+    labels = np.where(rng.random((b, n)) < 0.002, (np.arange(b) % 3 + 1.0)[:, None], 0.0)
+    labels[:, 0] = np.arange(b) % 3 + 1.0  # a relevant item in every list
+    if mixed:
+        labels[0, 1], labels[1, 2] = -1.0, 4.0
+    scores = rng.random((b, n))
+    sums = DCGKernel(ks, chance=True).batch_sums(
+        None, torch.as_tensor(scores, dtype=torch.float32), torch.as_tensor(labels, dtype=torch.float32)
+    )
+    want = [sum(ref.dcg(row, row, k) for row in labels.tolist()) for k in ks]
+    np.testing.assert_allclose(np.asarray(sums["chance_best_sum"]), want, rtol=1e-6)
+    assert len(seen) == 1 and (seen[0] is None) == mixed

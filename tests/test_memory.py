@@ -386,3 +386,30 @@ def test_the_report_through_an_engine_holds_at_most_half_the_scores_per_run(batc
     engine.run(data)  # builds the expectation tables of this list width (kept by the metric)
     got = peak_temp_bytes(lambda: engine.run(data))
     assert got <= RANK_SHARE * scores_bytes(batch), f"{got / scores_bytes(batch):.3f}x the scores"
+
+
+@pytest.fixture(scope="module")
+def graded(batch):
+    """Graded labels 1..4 on 5% of the items (the rest 0)."""
+    g = torch.Generator().manual_seed(7)
+    levels = torch.randint(1, 5, (B, N), generator=g).float()
+    return levels * (torch.rand(B, N, generator=g) < 0.05).float()
+
+
+CHANCE_METRICS = {
+    "NDCG graded": (lambda: ri.NDCG(top_k=[1, 5, 10, 20], chance=True), "graded", False),
+    "NDCG graded masked": (lambda: ri.NDCG(top_k=[1, 5, 10, 20], chance=True), "graded", True),
+    "DCG graded masked": (lambda: ri.DCG(top_k=[5, 20], chance=True), "graded", True),
+    "MAP masked": (lambda: ri.MAP(top_k=[1, 5, 10, 20], chance=True), "labels", True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHANCE_METRICS))
+def test_a_chance_update_holds_at_most_a_quarter_of_the_scores(batch, graded, name):
+    """``chance=True``: the sums of the named gains in cache-sized tiles, the valid items
+    counted from the mask's bytes; no full-size temporary."""
+    make, labels, masked = CHANCE_METRICS[name]
+    y = graded if labels == "graded" else batch["labels"]
+    out = (batch["scores"], y) + (({"mask": batch["mask"]},) if masked else ())
+    got = engine_peak(make, [out])
+    assert got <= LIST_SHARE * scores_bytes(batch), f"{name}: {got / scores_bytes(batch):.3f}x the scores"

@@ -115,6 +115,9 @@ OPS_METHODS = (
     "tie_sums",
     # streamed distributions
     "histogram",
+    # the passes of chance=True (rankstream.core.lists.chance)
+    "valid_counts",
+    "gain_sums",
 )
 
 

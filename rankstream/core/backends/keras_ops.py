@@ -393,6 +393,25 @@ class KerasOps(Ops):
     def is_complex(self, x: Array) -> bool:
         return "complex" in self.dtype_name(x)
 
+    def valid_counts(self, valid: Array, acc: Any, ws: Workspace | None = None) -> Array:
+        """Per row, the number of True entries of a ``(B, N)`` bool mask (:meth:`row_count`)."""
+        return self.row_count(valid, acc, ws)
+
+    def gain_sums(
+        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, ws: Workspace | None = None
+    ) -> tuple[Array, Array]:
+        """Per row ``(sum g, sum g^2)`` over the valid items, ``g = 2^y' - 1`` (``exp``) or
+        ``g = y'``, ``y' = y`` where ``y >= t`` and 0 below (``t`` None: ``y' = y``), in whole
+        arrays (traceable)."""
+        k = self.k
+        y = k.cast(labels, self._dtype(dtype))
+        if t is not None:
+            y = k.where(y >= t, y, 0.0)
+        g = self.exp2(y) - 1.0 if exp else y
+        if valid is not None:
+            g = k.where(valid, g, 0.0)
+        return k.sum(g, axis=1), k.sum(g * g, axis=1)
+
 
 def _keras_torch_ops() -> type:
     from rankstream.core.backends.torch import TorchOps

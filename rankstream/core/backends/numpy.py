@@ -311,3 +311,47 @@ class NumpyOps(Ops):
         w = np.broadcast_to(weights, values.shape).reshape(-1)
         out = np.bincount(idx.reshape(-1), weights=w, minlength=rows * size)
         return out.reshape(rows, size).astype(weights.dtype)
+
+    def valid_counts(self, valid: Array, acc: Any, ws: Workspace | None = None) -> Array:
+        """Per row, the number of True entries of a ``(B, N)`` bool mask, in ``acc`` (as
+        :meth:`row_count`). A C-contiguous mask with ``N`` a multiple of 8 is read as its bytes
+        eight at a time: each row's ``N / 8`` words summed in runs of 255 (a byte of a sum then
+        holds at most 255, no carry), the sums' bytes added up; one read of ``N / 8`` words per
+        row instead of a per-item count."""
+        words = _packed_words(valid)
+        if words is None:
+            return self.row_count(valid, acc, ws)
+        b, c = int(words.shape[0]), int(words.shape[1])
+        runs = np.empty((b, -(-c // 255)), dtype=np.uint64)
+        for j, a in enumerate(range(0, c, 255)):
+            np.sum(words[:, a : a + 255], axis=1, dtype=np.uint64, out=runs[:, j])
+        return runs.view(np.uint8).sum(axis=1, dtype=np.int64).astype(acc)
+
+    def gain_sums(
+        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, ws: Workspace | None = None
+    ) -> tuple[Array, Array]:
+        """Per row ``(sum g, sum g^2)`` over the valid items, ``g = 2^y' - 1`` (``exp``) or
+        ``g = y'``, ``y' = y`` where ``y >= t`` and 0 below (``t`` None: ``y' = y``), in
+        ``dtype``. Masked items count 0 whatever they hold (NaN too)."""
+        y = np.asarray(labels, dtype=dtype)
+        if t is not None:
+            y = np.where(y >= t, y, 0.0)
+        with np.errstate(invalid="ignore", over="ignore"):
+            g = np.exp2(y) - 1.0 if exp else y
+        if valid is not None:
+            g = np.where(valid, g, 0.0)
+        return np.sum(g, axis=1).astype(dtype), np.sum(g * g, axis=1).astype(dtype)
+
+
+def _packed_words(valid: Array) -> Array | None:
+    """A bool ``(B, N)`` array's bytes as ``(B, N / 8)`` uint64 words (a view), or None where
+    it is not C-contiguous bool with ``N`` a multiple of 8."""
+    if (
+        not isinstance(valid, np.ndarray) or valid.dtype != np.bool_ or valid.ndim != 2
+        or valid.shape[1] % 8 or not valid.flags.c_contiguous or valid.size == 0
+    ):  # fmt: skip
+        return None
+    try:
+        return valid.view(np.uint8).view(np.uint64)
+    except ValueError:
+        return None

@@ -578,6 +578,87 @@ class TorchOps(Ops):
         out.index_add_(0, idx.reshape(-1), weights.expand(rows, -1).reshape(-1))
         return out.reshape(rows, size)
 
+    def valid_counts(self, valid: Array, acc: Any, ws: Workspace | None = None) -> Array:
+        """Per row, the number of True entries of a ``(B, N)`` bool mask, in ``acc`` (as
+        :meth:`row_count`). On CPU a contiguous mask with ``N`` a multiple of 8 is read as its
+        bytes eight at a time (torch's bools are the bytes 0 and 1): each row's ``N / 8`` int64
+        words summed in runs of 255 (a byte of a sum then holds at most 255, no carry), the
+        sums' bytes added up; one read of the mask, no per-item conversion."""
+        if not _cpu(valid) or ws is None or valid.dtype != torch.bool or valid.dim() != 2:
+            return self.row_count(valid, acc, ws)
+        b, n = int(valid.shape[0]), int(valid.shape[1])
+        if n % 8 or not valid.is_contiguous() or valid.numel() < _SMALL:
+            return self.row_count(valid, acc, ws)
+        try:
+            words = valid.view(torch.uint8).view(torch.int64)
+        except RuntimeError:  # a view not aligned on 8 bytes
+            return self.row_count(valid, acc, ws)
+        c = n // 8
+        runs = torch.empty((b, -(-c // 255)), dtype=torch.int64)
+        for j, a in enumerate(range(0, c, 255)):
+            torch.sum(words[:, a : a + 255], dim=1, out=runs[:, j])
+        return runs.view(torch.uint8).sum(dim=1, dtype=torch.int64).to(acc)
+
+    def gain_sums(
+        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, ws: Workspace | None = None
+    ) -> tuple[Array, Array]:
+        """Per row ``(sum g, sum g^2)`` over the valid items, ``g = 2^y' - 1`` (``exp``) or
+        ``g = y'``, ``y' = y`` where ``y >= t`` and 0 below (``t`` None: ``y' = y``), in
+        ``dtype``; masked items count 0 whatever they hold (NaN too). On CPU one pass tile by
+        tile (:data:`_GAIN_TILE` values, in cache) in two workspace tiles of the labels' float
+        dtype: ``y'`` as ``y`` times the 0/1 comparison, the gain in place, the masked items
+        set to 0, then the row sums (pairwise, exact for whole gains below 2^24 per row
+        in float32), added up across tiles in ``dtype``. float32 labels whose gains overflow
+        float32 (``2^y`` from ``y = 128``) are summed again in ``dtype``."""
+        if not _cpu(labels) or ws is None or labels.numel() < _SMALL:
+            y = labels.to(dtype)
+            if t is not None:
+                y = torch.where(y >= t, y, 0.0)
+            g = torch.exp2(y) - 1.0 if exp else y
+            if valid is not None:
+                g = torch.where(valid, g, 0.0)
+            return g.sum(dim=1), (g * g).sum(dim=1)
+        work = labels.dtype if labels.dtype in (torch.float32, torch.float64) else dtype
+        s1, s2 = self._tiled_gain_sums(labels, exp, t, valid, dtype, work, ws)
+        if work != dtype and not bool(torch.isfinite(s2).all()):
+            s1, s2 = self._tiled_gain_sums(labels, exp, t, valid, dtype, dtype, ws)
+        return s1, s2
+
+    def _tiled_gain_sums(
+        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, work: Any, ws: Workspace
+    ) -> tuple[Array, Array]:
+        b, n = int(labels.shape[0]), int(labels.shape[1])
+        s1, s2 = torch.zeros(b, dtype=dtype), torch.zeros(b, dtype=dtype)
+        step, width = max(_GAIN_TILE // n, 1), min(n, _GAIN_TILE)
+        gain = _buffer(ws, "count", (step, width), work)  # one tile each, viewed per tile
+        step_in = None if t is None else _buffer(ws, "gain", (step, width), work)
+        same = labels.dtype == work
+        zero = torch.zeros((), dtype=work)
+        for a in range(0, b, step):
+            r = slice(a, min(a + step, b))
+            for j in range(0, n, width):
+                c = slice(j, min(j + width, n))
+                h, w = r.stop - r.start, c.stop - c.start
+                g, y = gain[:h, :w], labels[r, c]
+                if t is None:
+                    g.copy_(y)
+                elif same:  # y' = y (y >= t), in two ops
+                    torch.ge(y, t, out=step_in[:h, :w])
+                    torch.mul(y, step_in[:h, :w], out=g)
+                else:
+                    g.copy_(y)
+                    torch.ge(g, t, out=step_in[:h, :w])
+                    g.mul_(step_in[:h, :w])
+                if exp:
+                    torch.exp2(g, out=g)
+                    g.sub_(1.0)
+                if valid is not None:
+                    torch.where(valid[r, c], g, zero, out=g)
+                s1[r] += g.sum(dim=1)
+                g.mul_(g)
+                s2[r] += g.sum(dim=1)
+        return s1, s2
+
 
 class TorchHostOps(NumpyOps):
     """A small CPU torch batch computed on numpy views of its tensors (no copy): the numpy
@@ -615,3 +696,9 @@ class TorchHostOps(NumpyOps):
 
     def generator(self, seed: Any) -> Any:
         return self.parent.generator(seed)
+
+
+#: the most values of a tile of :meth:`TorchOps.gain_sums` (512 KiB of float32): its six passes
+#: over a tile stay in cache (measured on one thread at 1,024 x 20,000: 2^17 to 2^18 values
+#: about 0.6x the time of tiles of 2^21)
+_GAIN_TILE = 1 << 17
