@@ -29,6 +29,7 @@ from ignite.metrics.metric import EpochWise, Metric, MetricUsage, reinit__is_red
 
 from rankstream.adapters.ignite_derive import docstring
 from rankstream.core.backends import torch_ops
+from rankstream.core.grouping import group_by_query
 from rankstream.core.inputs import as_array, unpack_output
 from rankstream.core.state import (
     Kernel,
@@ -75,6 +76,43 @@ def _to_tensor(x: Any, name: str) -> Any:
 _OUTPUT_KEYS = ("y_pred", "y", "mask", "sample_weight")
 
 
+def _query_ids(output: Any) -> tuple[Any, Any]:
+    """``(output without its query ids, the ids or None)``: ``indexes`` (one query id per item)
+    in the output mapping or in the third element's dict."""
+    if isinstance(output, Mapping) and "indexes" in output:
+        return {k: v for k, v in output.items() if k != "indexes"}, output["indexes"]
+    if (
+        isinstance(output, Sequence)
+        and not isinstance(output, (str, bytes))
+        and len(output) == 3
+        and isinstance(output[2], Mapping)
+        and "indexes" in output[2]
+    ):
+        extra = {k: v for k, v in output[2].items() if k != "indexes"}
+        return (output[0], output[1], extra), output[2]["indexes"]
+    return output, None
+
+
+def _grouped(indexes: Any, y_pred: Any, y: Any, mask: Any, weight: Any) -> tuple[Any, Any, Any]:
+    """Flat items ``(N,)`` with a query id each, grouped into padded lists ``(Q, L)`` and their
+    mask (:func:`rankstream.core.grouping.group_by_query`): each batch holds whole queries (a
+    query whose items come in two batches counts as two)."""
+    if mask is not None or weight is not None:
+        raise ValueError(
+            "with indexes (flat items grouped by query) the output takes no mask or sample_weight: "
+            f"got mask={'given' if mask is not None else None}, "
+            f"sample_weight={'given' if weight is not None else None}"
+        )
+    for name, x in (("y_pred", y_pred), ("y", y)):
+        if x is None or x.ndim != 1:
+            raise ValueError(
+                f"with indexes, {name} must be flat items of shape (num_items,), got shape "
+                f"{None if x is None else tuple(x.shape)}"
+            )
+    scores, labels, valid, _ = group_by_query(indexes, y_pred, y)
+    return scores, labels, valid
+
+
 def _engine_mapping(output: Mapping[str, Any], metric: str) -> dict[str, Any]:
     """The keys of an engine's mapping output that the metric reads. Other keys (``x``,
     ``loss``, ...) are left alone, as ignite does; a key that looks like a misspelt ``mask``
@@ -87,9 +125,9 @@ def _engine_mapping(output: Mapping[str, Any], metric: str) -> dict[str, Any]:
     if odd:
         raise ValueError(
             f"{metric}: the engine's output mapping has keys {odd}; the metric reads 'y_pred', 'y', "
-            f"'mask' and 'sample_weight' (got keys {sorted(map(str, output))})"
+            f"'mask', 'sample_weight' and 'indexes' (got keys {sorted(map(str, output))})"
         )
-    return {k: output[k] for k in _OUTPUT_KEYS if k in output}
+    return {k: output[k] for k in (*_OUTPUT_KEYS, "indexes") if k in output}
 
 
 def _engine_side(batch: Any, metric: str) -> Any:
@@ -295,9 +333,12 @@ class KernelMetric(Metric):
             ctx = self._runtime.context(first, torch_ops())
             sums = self._kernel.batch_sums(ctx, batches)
             return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
+        output, indexes = _query_ids(output)
         y_pred, y, mask, weight = (
             _to_tensor(v, k) for k, v in zip(_OUTPUT_KEYS, unpack_output(output), strict=True)
         )
+        if indexes is not None:  # flat items of whole queries: grouped into padded lists
+            y_pred, y, mask = _grouped(_to_tensor(indexes, "indexes"), y_pred, y, mask, weight)
         ctx = self._runtime.context(y_pred, torch_ops())
         sums = self._kernel.batch_sums(ctx, y_pred, y, mask, weight)
         return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
