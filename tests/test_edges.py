@@ -515,3 +515,22 @@ def test_integer_scores_warn_once_and_can_be_silenced():
         warnings.filterwarnings("ignore", category=rankstream.IntegerScoresWarning)
         assert map_at_k(s, y, 1)[0] == 1.0
         map_at_k(s.astype(np.float32), y, 1)  # floats: no warning at all
+
+
+@pytest.mark.parametrize("gain", ["linear_rank", "exp_rank"])
+def test_a_list_without_a_relevant_item_scores_zero_under_empty_zero_whatever_its_gains(gain):
+    """With ``relevance_threshold=None`` negative labels have negative gains; under
+    ``empty="zero"`` a list whose labels are all <= 0 (no relevant item) scores 0, as the naive
+    reference counts it, not its own negative DCG."""
+    from rankstream.core.lists.dcg import DCGKernel
+
+    rng = np.random.default_rng(5)
+    scores = rng.normal(size=(12, 6))
+    labels = rng.integers(-2, 3, size=(12, 6)).astype(np.float64)
+    labels[:4] = -rng.integers(0, 3, size=(4, 6))  # no relevant item, negative gains
+    gains = {"linear_rank": lambda y: y, "exp_rank": lambda y: 2.0**y - 1.0}[gain]
+    kernel = DCGKernel(3, gain=gain, relevance_threshold=None, empty="zero")
+    values, _ = ref.counted_values(ref.dcg, list(scores), list(labels), 3, empty="zero", gain=gains)
+    got = State(kernel).update(scores, labels).compute()
+    assert got == pytest.approx([np.mean(values)], rel=1e-12)
+    assert np.all(kernel.per_list(scores, labels)[0][:4] == 0.0)

@@ -480,6 +480,11 @@ class ListKernel:
         if sel.in_list is not None:  # a list with no item (all masked) is not a list: never counted
             counted = counted & (sel.in_list[:, 0] > 0)
         values = out.values
+        if conv.empty == "zero" and conv.negative_labels == "keep":
+            # a list without a relevant item scores 0, a DCG of negative labels' gains too (with
+            # keras-rs's conventions negative labels are padding, and a list keeps the value
+            # keras-rs gives it, whatever its gain of 0)
+            values = ops.where(out.relevant[:, None], values, 0.0)
         if self._chance:
             out.expected, out.variance, out.best = chance_terms(self, sel)
         if conv.weighting == "keras_rs":
