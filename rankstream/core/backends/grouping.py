@@ -1,32 +1,6 @@
-"""Flat items with a query id per item, grouped into padded lists.
-
-torchmetrics, TorchRec and IR tools hand over flat items: ``preds`` and ``target`` of shape
-``(N,)`` and ``indexes`` ``(N,)``, the query of each item. The list metrics read ``(Q, L)``
-lists: :func:`group_by_query` turns the one into the other on the input's device, with no
-Python loop over queries:
-
-1. a stable sort of the items by query id (items of a query keep their order of arrival, so
-   ``ties="first"`` ranks the earlier item first, as on pre-padded lists), skipped where the
-   ids arrive in order already (one comparison pass);
-2. the run lengths ``n_q`` of the sorted ids (``Q`` runs, ``L = max n_q``: one host read);
-3. each item's place in its run, ``j = i - start(q)``, and one scatter into ``(Q, L)`` arrays.
-
-Padding is masked (``mask`` False): a masked item is not in the list, so the metrics see
-exactly the lists of the items given. Cost: one sort of ``N`` ids, a few ``O(N)`` passes and
-three ``(Q, L)`` outputs; ragged queries pad to the longest one of the batch.
-
-How queries may span batches is the caller's choice (:data:`QUERY_MODES`); the adapters
-document it as:
-
-* ``"whole"``: each batch holds whole queries (the default; constant memory: a batch's lists
-  enter the state's sums and are gone);
-* ``"sorted"``: the items arrive sorted by query id across batches, so a query may continue
-  into the next batch: only the one query still open at the end of a batch is carried
-  (:func:`split_open_query`); an id seen again after its query was closed is a ``ValueError``;
-* ``"any"``: any order (torchmetrics' own semantics): every item is stored until the result is
-  asked for, then grouped and evaluated at once. This mode stores the predictions: its memory
-  grows with the items seen.
-"""
+"""The arrays' side of :mod:`rankstream.core.grouping` (flat items with a query id per item,
+grouped into padded lists; that module documents it): torch and numpy operations themselves,
+kept with the backends so that no other module of the core names a framework."""
 
 from __future__ import annotations
 
