@@ -254,7 +254,9 @@ class KernelMetric(keras.metrics.Metric):
         items = (scores, labels) + ((mask,) if mask is not None else ()) + ((weight,) if per_item else ())
         # with both bounds the lists are (max_queries, max_query_length), eager or compiled: the
         # same arithmetic, and no host read of the batch's shape
-        lists, valid, over, _ = group_query_items(ids, items, q.max_queries, q.max_query_length, bounded)
+        lists, valid, over, _ = group_query_items(
+            ids, items, q.max_queries, q.max_query_length, bounded, traced
+        )
         if not traced and bool(K.convert_to_numpy(over)):
             n_q, longest = batch_stats(ids)
             exceeded = [

@@ -88,6 +88,7 @@ def group_query_items(
     max_queries: int | None,
     max_len: int | None,
     static: bool,
+    traced: bool = True,
 ) -> tuple[tuple[Array, ...], Array, Array, tuple[int, int]]:
     """Flat items ``(N,)`` (``ids`` integer query ids, ``items`` e.g. scores, labels, weights)
     grouped into lists: ``(lists, mask, overflow, (Q, L))``, each list array ``(Q, L)``, ``mask``
@@ -96,7 +97,8 @@ def group_query_items(
 
     ``static`` (a compiled step): ``Q, L = max_queries, max_len`` (both required). Eagerly,
     ``Q`` and ``L`` are the batch's own (the bounds, where given, only checked through
-    ``overflow``). ``N`` must be at least 1."""
+    ``overflow``). ``traced``: inside a compiled step (the sort behind a ``cond``); eagerly a
+    Python branch on the one host read. ``N`` must be at least 1."""
     from keras import ops as K
 
     if static:
@@ -111,7 +113,10 @@ def group_query_items(
             order = _stable_argsort(ids)
             return tuple(K.take(x, order) for x in (ids, *items))
 
-        ids, *rest = K.cond(grouped, keep, sort)
+        if traced:
+            ids, *rest = K.cond(grouped, keep, sort)
+        else:
+            ids, *rest = keep() if bool(K.convert_to_numpy(grouped)) else sort()
         items = tuple(rest)
         _, n_runs, counts, starts = _runs(ids, num)
         width = int(max_len)  # type: ignore[arg-type]
