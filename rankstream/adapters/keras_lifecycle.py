@@ -237,7 +237,7 @@ class KernelMetric(keras.metrics.Metric):
         traced = is_tracing(y_pred) or is_tracing(
             next(iter(y_true.values())) if isinstance(y_true, Mapping) else y_true
         )
-        ids, scores, labels, mask, weight, bad = query_inputs(
+        ids, scores, labels, mask, weight, bad = unconverted(query_inputs)(
             y_true, y_pred, sample_weight, self.dtype, not traced
         )
         bounded = q.max_queries is not None and q.max_query_length is not None
