@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from keras import ops as K
 
+from rankstream.adapters.keras_inputs import query_inputs
 from rankstream.core.backends.keras_grouping import group_query_items
 from rankstream.keras import MAP, MRR, NDCG, ListMetrics, PrecisionAtK, RecallAtK
 
@@ -21,8 +22,8 @@ BACKEND = keras.backend.backend()
 # torch runs the eager path; JAX (jax.jit) and TensorFlow (a graph, and XLA) the static one.
 JIT = {"torch": [False], "jax": [True], "tensorflow": [False, True]}[BACKEND]
 
-# ragged queries: their sizes sum to 10 after the 3rd and to 20 after the 5th, 30 after the 8th,
-# 40 after the 10th, so batches of 10 and of 20 hold whole queries
+# ragged queries: their sizes sum to 10 after the 3rd, 20 after the 5th, 30 after the 8th and
+# 40 after the 10th, so batches of 10, 20 or 30 items (the last one partial) hold whole queries
 SIZES = [3, 5, 2, 4, 6, 1, 7, 2, 6, 4]
 IDS = np.repeat(np.array([17, 4, 9, 23, 0, 11, 5, 8, 31, 2]), SIZES)
 N = IDS.shape[0]
@@ -94,7 +95,7 @@ def metrics():
 
 
 @pytest.mark.parametrize("jit", JIT)
-@pytest.mark.parametrize("batch_size", [10, 20])
+@pytest.mark.parametrize("batch_size", [10, 30])  # 30: a partial last batch of 10
 def test_evaluate_equals_the_padded_lists(jit, batch_size):
     scores, labels = items(0)
     y = np.stack([labels, IDS.astype("float32")], axis=1)  # labels, then query ids
@@ -189,6 +190,22 @@ def test_update_state_groups_any_order_within_a_batch():
     assert float(two.result()) == pytest.approx(expected, rel=1e-5)
 
 
+def test_reported_quantities_equal_the_padded_lists():
+    """``confidence`` (stderr, interval, count) through query ids: the keys and numbers of the
+    list metric on the same lists padded by numpy."""
+    scores, labels = items(12)
+    kw = {"shuffle_ties": False, "confidence": 0.95}
+    m = ListMetrics(["ndcg@3", "map"], query_ids=True, max_queries=10, max_query_length=7, **kw)
+    m.update_state({"labels": labels, "indexes": IDS}, scores)
+    s, y, _ = padded(IDS, scores, labels)
+    lists = ListMetrics(["ndcg@3", "map"], **kw)
+    lists.update_state(y.astype("float32"), s.astype("float32"))
+    got, want = m.result(), lists.result()
+    assert sorted(got) == sorted(want) and "ndcg@3_stderr" in got
+    for key in want:
+        assert float(got[key]) == pytest.approx(float(want[key]), rel=1e-5), key
+
+
 def test_ties_first_keep_the_order_of_arrival():
     """Tied scores rank the earlier item first (a stable grouping), ids out of order."""
     ids = np.array([2, 1, 2, 1, 2])
@@ -268,6 +285,17 @@ def test_static_grouping_flags_what_it_cannot_hold():
             K.convert_to_tensor(ids), (K.convert_to_tensor(scores[:20]),), *bounds, True
         )
         assert bool(K.convert_to_numpy(over)), bounds
+
+
+def test_inexact_float_ids_are_flagged_in_a_compiled_step():
+    """What a compiled step reads of float ids that are not exact integers: the flag that
+    leaves the batch out (eagerly the same ids raise, below)."""
+    y = np.array([[1, 0.5], [0, 0.5], [1, 2**25 + 2], [0, 2]], "float32")
+    for rows, flagged in ((slice(0, 2), True), (slice(2, 3), True), (slice(3, 4), False)):
+        *_, bad = query_inputs(
+            K.convert_to_tensor(y[rows]), np.zeros(y[rows].shape[0], "float32"), None, "float32", False
+        )
+        assert bool(K.convert_to_numpy(bad)) is flagged, rows
 
 
 def test_eager_bounds_raise_and_leave_the_state():
