@@ -3,7 +3,7 @@ side of :mod:`rankstream.core.grouping`), eagerly or inside a compiled step.
 
 A compiled step (JAX ``jit``, a TensorFlow graph or XLA, ``torch.compile``) needs static
 shapes, so the lists are ``(max_queries, max_len)``, bounds the caller gives; eagerly the
-bounds are read from the batch (``Q`` its queries, ``L`` its longest query: two host reads).
+bounds are read from the batch (``Q`` its queries, ``L`` its longest query: host reads).
 With ``N`` items and ids ``q_i``, the same arithmetic serves both:
 
 1. ``new_i = [i = 0 or q_i != q_(i-1)]``, ``run_i = cumsum(new)_i - 1``: each item's run of

@@ -358,4 +358,6 @@ def test_config_round_trip_keeps_the_query_settings():
     }
     again = ListMetrics.from_config(config)
     assert again.max_queries == 5 and again.query_ids is True
+    ndcg = NDCG.from_config(NDCG(k=3, query_ids=True, max_queries=2, max_query_length=4).get_config())
+    assert (ndcg.k, ndcg.query_ids, ndcg.max_queries, ndcg.max_query_length) == (3, True, 2, 4)
     assert "query_ids" not in NDCG().get_config()  # lists: the config as it always was
