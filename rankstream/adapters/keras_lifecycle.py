@@ -269,8 +269,9 @@ class KernelMetric(keras.metrics.Metric):
             ]
             raise ValueError(
                 f"{self.name}: a batch of {n_q} queries (the longest of {longest} items) exceeds "
-                f"{' and '.join(exceeded)}; raise the bound (in a compiled step such a batch is left "
-                "out of the sums and counted as invalid)"
+                f"{' and '.join(exceeded)}; raise the bound, and batch whole queries (fit shuffles "
+                "arrays unless shuffle=False). In a compiled step such a batch is left out of the sums "
+                "and counted as invalid"
             )
         scores, labels = lists[0], lists[1]
         if mask is not None:
