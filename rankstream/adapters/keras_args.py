@@ -58,6 +58,17 @@ ARGS: dict[str, str] = {
     '"_ci_high": ..., name + "_count": ...}}``, each a key of the logs: the standard error of the mean '
     "over the lists (weighted by the collapsed list weights), Student's t interval at that level with "
     "``count - 1`` degrees of freedom, and the lists counted.",
+    "query_ids": "False (default: lists, as keras-rs) or True: flat items with a query id each, "
+    '``y_true`` ``{{"labels": y, "indexes": ids}}`` (optionally ``"mask"``) or ``(num_items, 2)`` '
+    "(labels, ids), ``y_pred`` ``(num_items,)`` or ``(num_items, 1)``, ``sample_weight`` per item; "
+    "grouped into lists per batch, each batch holding whole queries (see docs/query_ids.md).",
+    "max_queries": "with ``query_ids``: the most distinct queries in one batch, or None; required in a "
+    "compiled step (the lists are ``(max_queries, max_query_length)``), eagerly a checked bound. A "
+    "compiled batch over a bound is left out and counted as invalid (``result()`` NaN).",
+    "max_query_length": "with ``query_ids``: the most items of one query in one batch, or None "
+    "(required in a compiled step, as ``max_queries``).",
+    "query_mode": '``"whole"`` (default, the only mode in Keras): each batch holds whole queries; '
+    '``"sorted"`` and ``"any"`` are refused (a carried query or stored items are not sums).',
     "chance": 'False (default) or True: ``result()`` is ``{{name: value, name + "_expected": ..., name + '
     '"_adjusted": ..., name + "_z": ...}}`` (after the interval\'s keys with ``confidence``), each a key of '
     "the logs: the mean under a uniformly random ranking of each list's items, ``(M - E) / (M_best - E)`` "

@@ -230,3 +230,102 @@ def unpack_rank_inputs(y_true: Any, y_pred: Any, sample_weight: Any = None) -> t
         if len(sample_weight.shape) == 2 and sample_weight.shape[1] == 1:  # one weight per row
             sample_weight = sample_weight[:, 0]
     return y_pred, y, mask, sample_weight
+
+
+#: the keys of ``y_true`` as a dict with query ids
+QUERY_KEYS = ("labels", "indexes", "mask")
+
+
+def _flat(x: Any, name: str, n: Any = None) -> Any:
+    """``x`` ``(N,)`` or ``(N, 1)`` as ``(N,)``, else a ``ValueError`` naming ``name``."""
+    shape = _shape(known_rank(x, name))
+    if len(shape) == 2 and shape[1] == 1:
+        x, shape = x[:, 0], shape[:1]
+    if len(shape) != 1:
+        raise ValueError(
+            f"with query_ids=True, {name} must be flat items of shape (num_items,) or (num_items, 1), "
+            f"got shape {shape}"
+        )
+    if n is not None and not _same_shape(shape, n):
+        raise ValueError(f"with query_ids=True, {name} must have shape {n} (one per item), got shape {shape}")
+    return x
+
+
+def _exact_ids(ids: Any, name: str, eager: bool) -> tuple[Any, Any]:
+    """Integer query ids from ``ids`` and a flag of bad ids (None: none possible). Float ids (the
+    ``(N, 2)`` layout of a float ``y_true``) must be whole numbers below ``2^24`` in float32
+    (``2^53`` in float64), where every integer is exact: eagerly a ``ValueError`` naming
+    ``name``, in a compiled step the flag."""
+    dtype = _dtype_name(ids)
+    wide = "int64" if keras.backend.backend() != "jax" or _jax_x64() else "int32"
+    if dtype == "bool" or not dtype.startswith(("float", "bfloat")):
+        if dtype == "bool":
+            raise TypeError(f"{name} must hold integer query ids, got dtype bool")
+        return ids, None
+    limit = 2.0**53 if dtype == "float64" else 2.0**24
+    bad = K.logical_not(K.all(K.logical_and(K.equal(ids, K.floor(ids)), K.less_equal(K.abs(ids), limit))))
+    if eager and bool(K.convert_to_numpy(bad)):
+        raise ValueError(
+            f"{name} must hold whole-number query ids (at most {limit:.0f} in absolute value in {dtype}, "
+            "where every integer is exact), got "
+            f"{np.asarray(K.convert_to_numpy(ids))[:8].tolist()}...; pass integer ids (an integer y_true, "
+            'or y_true={"labels": y, "indexes": ids})'
+        )
+    return K.cast(ids, wide), bad
+
+
+def _jax_x64() -> bool:
+    import jax
+
+    return bool(jax.config.jax_enable_x64)
+
+
+def query_inputs(
+    y_true: Any, y_pred: Any, sample_weight: Any, dtype: Any, eager: bool
+) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """A list metric's arguments as flat items with query ids: ``y_true`` a dict
+    ``{"labels": y, "indexes": ids}`` (and optionally ``"mask"``), each ``(N,)`` or ``(N, 1)``,
+    or a tensor ``(N, 2)``, the labels in column 0 and the query ids in column 1; ``y_pred``
+    ``(N,)`` or ``(N, 1)``; ``sample_weight`` None, a scalar, ``(N,)`` or ``(N, 1)`` (per
+    item, as keras-rs weighs items). Returns ``(ids, y_pred, y, mask, sample_weight, bad)``,
+    each ``(N,)`` (``mask``/``sample_weight`` None or a scalar weight where so given), ``bad``
+    None or a bool flag of ids that are not exact integers (eagerly raised instead)."""
+    if isinstance(y_true, Mapping):
+        unknown = sorted(set(map(str, y_true)) - set(QUERY_KEYS))
+        if unknown or "labels" not in y_true or "indexes" not in y_true:
+            raise ValueError(
+                'with query_ids=True, y_true as a dict needs the keys "labels" and "indexes" (and may '
+                f'have "mask"), got keys {sorted(map(str, y_true))}'
+            )
+        labels = checked_tensor(y_true["labels"], 'y_true["labels"]')
+        ids = checked_tensor(y_true["indexes"], 'y_true["indexes"]')
+        mask = y_true.get("mask")
+        mask = None if mask is None else checked_tensor(mask, 'y_true["mask"]')
+        id_name = 'y_true["indexes"]'
+    else:
+        if y_true is None:
+            raise TypeError("y_true must be a tensor, got None")
+        y_true = checked_tensor(y_true, "y_true")
+        shape = _shape(known_rank(y_true, "y_true"))
+        if len(shape) != 2 or shape[1] != 2:
+            raise ValueError(
+                "with query_ids=True, y_true must be (num_items, 2), the labels in column 0 and the query "
+                'ids in column 1, or a dict {"labels": y, "indexes": ids}, got shape '
+                f"{shape}"
+            )
+        labels, ids, mask, id_name = y_true[:, 0], y_true[:, 1], None, "y_true[:, 1] (the query ids)"
+    if y_pred is None:
+        raise TypeError("y_pred must be a tensor, got None")
+    y_pred = _flat(checked_tensor(y_pred, "y_pred"), "y_pred")
+    n = _shape(y_pred)
+    labels = K.cast(_flat(labels, "y_true labels", n), dtype)
+    ids, bad = _exact_ids(_flat(ids, id_name, n), id_name, eager)
+    if mask is not None:
+        mask = _flat(mask, 'y_true["mask"]', n)
+        mask = mask if _dtype_name(mask) == "bool" else K.not_equal(mask, 0)
+    if sample_weight is not None:
+        sample_weight = checked_tensor(sample_weight, "sample_weight")
+        if len(_shape(known_rank(sample_weight, "sample_weight"))) > 0:
+            sample_weight = _flat(sample_weight, "sample_weight", n)
+        sample_weight = K.cast(sample_weight, dtype)
+    return ids, K.cast(y_pred, dtype), labels, mask, sample_weight, bad

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 from keras import ops as K
 
-from rankstream.adapters.keras_inputs import in_keras_terms, keras_inputs, symbolic
+from rankstream.adapters.keras_inputs import in_keras_terms, keras_inputs, query_inputs, symbolic
 from rankstream.adapters.keras_state import (
     add_to,
     read_sums,
@@ -30,7 +30,9 @@ from rankstream.adapters.keras_state import (
     total_tensors,
     write_sums,
 )
-from rankstream.core.backends.keras_ops import keras_ops
+from rankstream.core.backends.keras_grouping import batch_stats, group_query_items
+from rankstream.core.backends.keras_ops import is_tracing, keras_ops
+from rankstream.core.grouping import check_query_mode
 from rankstream.core.state import Kernel, pack_state, unpack_state
 
 
@@ -127,6 +129,7 @@ class KernelMetric(keras.metrics.Metric):
         self._totals, self._compensations = state_variables(
             self, self._fields, self._state_dtype, self._compensated
         )
+        self._query: QueryIds | None = None
 
     @property
     def kernel(self) -> Kernel:
@@ -198,11 +201,92 @@ class KernelMetric(keras.metrics.Metric):
         the number of tasks is data-dependent) or the dict; ``sample_weight`` per row."""
         if self._ranks and symbolic():  # Keras inferring shapes: no data, nothing to add
             return
+        if self._query is not None:  # flat items with query ids: grouped into lists first
+            self._update_query_ids(y_true, y_pred, sample_weight)
+            return
         y_pred, y, mask, weight = keras_inputs(y_true, y_pred, sample_weight, self.dtype, self._ranks)
         sums = batch_sums(self._kernel, self._runtime, self._seed_generator, y_pred, y, mask, weight)
         if sums is None:  # no list: nothing changes, the random stream neither
             return
         for i, field in enumerate(self._fields):  # nothing here can fail on data
+            comp = self._compensations[i] if self._compensated else None
+            add_to(self._totals[i], sums[field], comp)
+
+    def _set_query_ids(
+        self,
+        query: QueryIds | None,
+        query_ids: bool,
+        max_queries: Any,
+        max_query_length: Any,
+        query_mode: str,
+    ) -> None:
+        """Read flat items with query ids (``query`` from :func:`query_ids_settings`; None: lists)."""
+        self._query = query
+        self.query_ids, self.max_queries, self.max_query_length = query_ids, max_queries, max_query_length
+        self.query_mode = query_mode
+
+    def _update_query_ids(self, y_true: Any, y_pred: Any, sample_weight: Any) -> None:
+        """Add one batch of flat items with query ids (:func:`query_inputs`), grouped into lists
+        (:func:`group_query_items`): eagerly any number of queries, a bound exceeded or bad ids
+        raising; in a compiled step ``(max_queries, max_query_length)`` lists, a batch over a
+        bound (or with ids that are not exact integers) left out of the sums and counted in
+        ``invalid``, so that ``result()`` reads NaN rather than a value missing items."""
+        if symbolic():  # Keras inferring shapes: no data, nothing to add
+            return
+        q = self._query
+        traced = is_tracing(y_pred) or is_tracing(
+            next(iter(y_true.values())) if isinstance(y_true, Mapping) else y_true
+        )
+        ids, scores, labels, mask, weight, bad = unconverted(query_inputs)(
+            y_true, y_pred, sample_weight, self.dtype, not traced
+        )
+        bounded = q.max_queries is not None and q.max_query_length is not None
+        if traced and not bounded:
+            raise ValueError(
+                f"{self.name}: query ids inside a compiled step (jit_compile, a TensorFlow graph, "
+                "torch.compile) need static bounds: give max_queries (the most queries in a batch) and "
+                f"max_query_length (the longest query), got max_queries={q.max_queries}, "
+                f"max_query_length={q.max_query_length}; or run eagerly (run_eagerly=True)"
+            )
+        if not traced and ids.shape[0] == 0:  # no item: nothing changes
+            return
+        per_item = weight is not None and len(weight.shape) == 1
+        items = (scores, labels) + ((mask,) if mask is not None else ()) + ((weight,) if per_item else ())
+        # with both bounds the lists are (max_queries, max_query_length), eager or compiled: the
+        # same arithmetic, and no host read of the batch's shape
+        lists, valid, over, _ = group_query_items(
+            ids, items, q.max_queries, q.max_query_length, bounded, traced
+        )
+        if not traced and bool(K.convert_to_numpy(over)):
+            n_q, longest = batch_stats(ids)
+            exceeded = [
+                f"{name}={bound}"
+                for name, bound, got in (
+                    ("max_queries", q.max_queries, n_q),
+                    ("max_query_length", q.max_query_length, longest),
+                )
+                if bound is not None and got > bound
+            ]
+            raise ValueError(
+                f"{self.name}: a batch of {n_q} queries (the longest of {longest} items) exceeds "
+                f"{' and '.join(exceeded)}; raise the bound, and batch whole queries (fit shuffles "
+                "arrays unless shuffle=False). In a compiled step such a batch is left out of the sums "
+                "and counted as invalid"
+            )
+        scores, labels = lists[0], lists[1]
+        if mask is not None:
+            valid = K.logical_and(valid, lists[2])
+        if per_item:
+            weight = lists[-1]
+        sums = batch_sums(self._kernel, self._runtime, self._seed_generator, scores, labels, valid, weight)
+        if sums is None:
+            return
+        if traced:
+            flag = over if bad is None else K.logical_or(over, bad)
+            sums = {f: K.where(flag, K.zeros_like(v), v) for f, v in sums.items()}
+            if "invalid" in sums:
+                sums["invalid"] = K.add(sums["invalid"], K.cast(flag, sums["invalid"].dtype))
+        for i, field in enumerate(self._fields):
             comp = self._compensations[i] if self._compensated else None
             add_to(self._totals[i], sums[field], comp)
 
@@ -231,6 +315,56 @@ class KernelMetric(keras.metrics.Metric):
             return as_result(selected, self.dtype, self._prefix)
         named = {self.name: selected["value"], **{f"{self.name}_{q}": selected[q] for q in quantities}}
         return {f"{self._prefix}{key}": as_result(v, self.dtype) for key, v in named.items()}
+
+
+# ------------------------------------------------------------------------------------------
+# query ids
+
+
+class QueryIds:
+    """How a list metric reads flat items with query ids (``query_ids=True``): the static bounds
+    of a compiled step and the query mode (``"whole"`` only: see :func:`query_ids_settings`)."""
+
+    def __init__(self, max_queries: int | None, max_query_length: int | None) -> None:
+        self.max_queries, self.max_query_length = max_queries, max_query_length
+
+
+def _bound(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+    return int(value)
+
+
+def query_ids_settings(
+    query_ids: bool, max_queries: Any, max_query_length: Any, query_mode: str
+) -> QueryIds | None:
+    """The checked query-id settings of a list metric (None: lists, as keras-rs). Only
+    ``query_mode="whole"`` (each batch holds whole queries): ``"sorted"`` carries an open query
+    between batches and ``"any"`` stores every item until the result, neither of which is a
+    fixed-shape sum that Keras' ``aggregation="sum"`` variables can hold, add up across replicas
+    or keep inside a compiled step."""
+    if not isinstance(query_ids, bool):
+        raise TypeError(f"query_ids must be a bool, got {query_ids!r}")
+    check_query_mode(query_mode)
+    if query_mode != "whole":
+        raise ValueError(
+            f"query_mode={query_mode!r} is not available in Keras: only 'whole' (each batch holds whole "
+            "queries). Keras metric state is fixed-shape variables summed across replicas, so neither an "
+            "open query carried to the next batch ('sorted') nor every item stored until result() ('any') "
+            "fits it; batch the items by query (e.g. tf.data's group_by_window or a dataset sorted by "
+            "query id cut at query boundaries), or use rankstream.ignite / rankstream.torchmetrics"
+        )
+    bounds = _bound(max_queries, "max_queries"), _bound(max_query_length, "max_query_length")
+    if not query_ids:
+        if bounds != (None, None):
+            raise ValueError(
+                "max_queries and max_query_length bound flat items with query ids: pass query_ids=True "
+                f"too (got max_queries={max_queries!r}, max_query_length={max_query_length!r})"
+            )
+        return None
+    return QueryIds(*bounds)
 
 
 # ------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import keras
 from keras import ops as K
 
 from rankstream.adapters.keras_args import Seed, args_section, describe, signature
-from rankstream.adapters.keras_lifecycle import KernelMetric
+from rankstream.adapters.keras_lifecycle import KernelMetric, query_ids_settings
 from rankstream.core.inputs import check_k
 from rankstream.core.lists.collection import ListMetrics as ListMetricsKernel
 from rankstream.core.lists.ndcg import GAIN_NAMES
@@ -97,6 +97,8 @@ class _ListMetric(KernelMetric):
     def _setup(self, *, shuffle_ties: bool, seed: Any, name: str | None, dtype: Any, relevance_threshold: Any,
                empty: str, state_dtype: str | None, confidence: float | None, chance: bool = False,
                ties: str | None = None,
+               query_ids: bool = False, max_queries: int | None = None,
+               max_query_length: int | None = None, query_mode: str = "whole",
                k: int | None = None,
                gain_fn: Callable[[Any], Any] | str | None = None,
                rank_discount_fn: Callable[[Any], Any] | None = None, **options: Any) -> None:  # fmt: skip
@@ -121,14 +123,31 @@ class _ListMetric(KernelMetric):
         if chance is not False:  # the kernel checks it is a bool
             conv["chance"] = chance
         conv.update(keras_rs_conventions(shuffle_ties, ties))
+        query = query_ids_settings(query_ids, max_queries, max_query_length, query_mode)
         top_k = [WHOLE_LIST if k is None else k] if self._row.takes_k else []
         kernel = self._row.kernel(*top_k, **conv)
         short = self._row.name
         name = name if name is not None else short if self.k is None else f"{short}@{self.k}"
         super().__init__(kernel, name=name, dtype=dtype, seed_generator=generator, state_dtype=state_dtype)
+        self._set_query_ids(query, query_ids, max_queries, max_query_length, query_mode)
 
     def get_config(self) -> dict[str, Any]:
-        return with_confidence(super().get_config(), self.confidence, self.chance, self.ties)
+        return with_query_ids(
+            with_confidence(super().get_config(), self.confidence, self.chance, self.ties), self
+        )
+
+
+def with_query_ids(config: dict[str, Any], metric: KernelMetric) -> dict[str, Any]:
+    """A metric's config with its query-id settings where ``query_ids`` is on (without it, the
+    config is as it always was)."""
+    if getattr(metric, "query_ids", False):
+        for key in QUERY_SETTINGS:
+            config[key] = getattr(metric, key)
+    return config
+
+
+#: the query-id settings of every list metric (keyword-only)
+QUERY_SETTINGS = ("query_ids", "max_queries", "max_query_length", "query_mode")
 
 
 def with_confidence(
@@ -169,6 +188,10 @@ def _list_signature(row: ListMetricRow) -> tuple[inspect.Signature, dict[str, An
         "confidence": ("float | None", None),
         "chance": ("bool", False),
         "ties": ("str | None", None),
+        "query_ids": ("bool", False),
+        "max_queries": ("int | None", None),
+        "max_query_length": ("int | None", None),
+        "query_mode": ("str", "whole"),
     }
     return signature(positional, keyword), {n: d for n, (_, d) in options.items()}, gain
 
@@ -274,6 +297,13 @@ class ListMetrics(KernelMetric):
         ties: None (default: as ``shuffle_ties`` says) or the tie policy, overriding it:
             ``"first"``, ``"random"`` or ``"expected"`` (the exact mean over every order of
             the tied items: reproducible where scores tie).
+        query_ids: False (default: lists, as keras-rs) or True: flat items with a query id
+            each, grouped into lists per batch (see docs/query_ids.md).
+        max_queries: with ``query_ids``: the most distinct queries in one batch (required in
+            a compiled step; eagerly a checked bound), or None.
+        max_query_length: with ``query_ids``: the most items of one query in one batch
+            (required in a compiled step; eagerly a checked bound), or None.
+        query_mode: ``"whole"`` (each batch holds whole queries; the only mode in Keras).
     """
 
     _config = ("metrics", "shuffle_ties", "seed", "empty", "prefix")
@@ -282,7 +312,9 @@ class ListMetrics(KernelMetric):
                  name: str | None = "list_metrics", dtype: Any = None, *, empty: str = "zero",
                  state_dtype: str | None = None, prefix: str = "",
                  confidence: float | None = None, chance: bool = False,
-                 ties: str | None = None) -> None:  # fmt: skip
+                 ties: str | None = None, query_ids: bool = False, max_queries: int | None = None,
+                 max_query_length: int | None = None, query_mode: str = "whole") -> None:  # fmt: skip
+        query = query_ids_settings(query_ids, max_queries, max_query_length, query_mode)
         self.metrics, self.shuffle_ties, self.seed, self.empty = list(metrics), shuffle_ties, seed, empty
         self.confidence, self.chance, self.ties = confidence, chance, ties
         conventions = keras_rs_conventions(shuffle_ties, ties)
@@ -292,6 +324,9 @@ class ListMetrics(KernelMetric):
         seed_generator(shuffle_ties, seed)  # the arguments checked as given
         generator = seed_generator(conventions["ties"] == "random", seed)
         super().__init__(kernel, name, dtype, generator, state_dtype, prefix)
+        self._set_query_ids(query, query_ids, max_queries, max_query_length, query_mode)
 
     def get_config(self) -> dict[str, Any]:
-        return with_confidence(super().get_config(), self.confidence, self.chance, self.ties)
+        return with_query_ids(
+            with_confidence(super().get_config(), self.confidence, self.chance, self.ties), self
+        )
