@@ -108,7 +108,9 @@ def empty_policy(ignore_zero_hits: Any) -> str:
     return "skip" if ignore_zero_hits else "zero"
 
 
-_METRIC_ARGS = ("self", "top_k", "ignore_zero_hits", "output_transform", "device", "skip_unrolling")
+_METRIC_ARGS = (
+    "self", "top_k", "ignore_zero_hits", "output_transform", "device", "skip_unrolling", "query_mode"
+)  # fmt: skip
 _CONVENTIONS = frozenset(f.name for f in dataclasses.fields(ListConventions))
 _POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
 
@@ -136,6 +138,7 @@ def list_signature(row: ListMetricRow) -> inspect.Signature:
         *parameters(spec(n) for n in positional),
         *FRAMEWORK_PARAMETERS,
         *parameters((spec(n) for n in keyword), inspect.Parameter.KEYWORD_ONLY),
+        *parameters([("query_mode", "whole", "str")], inspect.Parameter.KEYWORD_ONLY),
     ]
     return inspect.Signature(params, return_annotation="None")
 
@@ -174,7 +177,12 @@ def _builder(row: ListMetricRow, signature: inspect.Signature) -> Callable[[Any,
         for name in shown:
             setattr(self, name, arguments[name])
         KernelMetric.__init__(
-            self, kernel, arguments["output_transform"], arguments["device"], arguments["skip_unrolling"]
+            self,
+            kernel,
+            arguments["output_transform"],
+            arguments["device"],
+            arguments["skip_unrolling"],
+            query_mode=arguments["query_mode"],
         )
 
     return build
@@ -241,6 +249,7 @@ class ListMetrics(KernelMetric):
         prefix: str = "",
         confidence: float | None = None,
         chance: bool = False,
+        query_mode: str = "whole",
     ) -> None:
         empty = empty_policy(ignore_zero_hits)
         kernel = CollectionKernel(
@@ -248,7 +257,7 @@ class ListMetrics(KernelMetric):
         )
         self.metrics, self.ignore_zero_hits, self.confidence = kernel.metrics, ignore_zero_hits, confidence
         self.chance = chance
-        super().__init__(kernel, output_transform, device, skip_unrolling, prefix)
+        super().__init__(kernel, output_transform, device, skip_unrolling, prefix, query_mode=query_mode)
 
 
 ListMetrics.__doc__ = docstring(

@@ -31,6 +31,7 @@ from rankstream.adapters.ignite_derive import docstring
 from rankstream.core.backends import torch_ops
 from rankstream.core.grouping import group_by_query
 from rankstream.core.inputs import as_array, unpack_output
+from rankstream.core.query_stream import Kept, QueryStream
 from rankstream.core.state import (
     Kernel,
     flat_size,
@@ -51,9 +52,16 @@ FRAMEWORK_ARGS: dict[str, str] = {
     "device": "where the state's sums are kept (float64; float32 on MPS).",
     "skip_unrolling": "ignite's: pass a list of per-sample outputs to ``update`` as it is.",
     "prefix": "prepended to every key of a dict result (two metrics on one engine).",
+    "query_mode": 'with flat items and query ids (``indexes`` in the output): ``"whole"`` (default: each '
+    'update holds whole queries), ``"sorted"`` (ids arrive sorted, a query may continue into the next '
+    'update: only the open query is kept) or ``"any"`` (any order: every item is kept until '
+    "``compute()``; memory grows with the items).",
 }
 
 _CPU = torch.device("cpu")
+#: a state_dict's keys of the query stream (``query_mode`` "sorted" or "any")
+_QUERY_KEYS = ("query_indexes", "query_preds", "query_target")
+_QUERY_STATE = (*_QUERY_KEYS, "query_closed_max")
 
 
 def _state_dtype(device: str | torch.device) -> str:
@@ -93,10 +101,8 @@ def _query_ids(output: Any) -> tuple[Any, Any]:
     return output, None
 
 
-def _grouped(indexes: Any, y_pred: Any, y: Any, mask: Any, weight: Any) -> tuple[Any, Any, Any]:
-    """Flat items ``(N,)`` with a query id each, grouped into padded lists ``(Q, L)`` and their
-    mask (:func:`rankstream.core.grouping.group_by_query`): each batch holds whole queries (a
-    query whose items come in two batches counts as two)."""
+def _check_flat_output(y_pred: Any, y: Any, mask: Any, weight: Any) -> None:
+    """Flat items ``(N,)`` come without a mask or weights (a ``ValueError`` otherwise)."""
     if mask is not None or weight is not None:
         raise ValueError(
             "with indexes (flat items grouped by query) the output takes no mask or sample_weight: "
@@ -109,8 +115,6 @@ def _grouped(indexes: Any, y_pred: Any, y: Any, mask: Any, weight: Any) -> tuple
                 f"with indexes, {name} must be flat items of shape (num_items,), got shape "
                 f"{None if x is None else tuple(x.shape)}"
             )
-    scores, labels, valid, _ = group_by_query(indexes, y_pred, y)
-    return scores, labels, valid
 
 
 def _engine_mapping(output: Mapping[str, Any], metric: str) -> dict[str, Any]:
@@ -221,9 +225,13 @@ class KernelMetric(Metric):
         device: str | torch.device = _CPU,
         skip_unrolling: bool = False,
         prefix: str = "",
+        *,
+        query_mode: str = "whole",
     ) -> None:
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, got {prefix!r}")
+        self.query_mode = query_mode
+        self._queries = QueryStream(query_mode)
         self._kernel = kernel
         self._fields = dict(kernel.fields)
         self._runtime = kernel.runtime()
@@ -248,6 +256,7 @@ class KernelMetric(Metric):
     @reinit__is_reduced
     def reset(self) -> None:
         self._sums = torch.zeros(flat_size(self._fields), dtype=self._dtype(), device=self._device)
+        self._queries.clear()
 
     def result_keys(self) -> tuple[str, ...] | None:
         """The keys of ``compute()``'s mapping (``prefix`` included; of its ``"value"`` with
@@ -320,6 +329,12 @@ class KernelMetric(Metric):
         return bool(getattr(self._kernel, "sides", None))
 
     def _batch_flat(self, output: Any) -> torch.Tensor:
+        """The flat sums of one ``update`` input (of the queries it closes, with query ids)."""
+        return self._batch(output)[0]
+
+    def _batch(self, output: Any) -> tuple[torch.Tensor, Kept | None]:
+        """``(the flat sums of one update input, the query stream's next content or None)``:
+        nothing changes here (see :meth:`update`)."""
         if self._side_output(output):
             batches = self._kernel.side_batches(output)
             batches = {
@@ -332,13 +347,31 @@ class KernelMetric(Metric):
             first = next(iter(batches.values()))["y_pred"]
             ctx = self._runtime.context(first, torch_ops())
             sums = self._kernel.batch_sums(ctx, batches)
-            return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
+            return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype()), None
         output, indexes = _query_ids(output)
         y_pred, y, mask, weight = (
             _to_tensor(v, k) for k, v in zip(_OUTPUT_KEYS, unpack_output(output), strict=True)
         )
-        if indexes is not None:  # flat items of whole queries: grouped into padded lists
-            y_pred, y, mask = _grouped(_to_tensor(indexes, "indexes"), y_pred, y, mask, weight)
+        if indexes is None:
+            if self.query_mode != "whole":
+                raise ValueError(
+                    f"{type(self).__name__}(query_mode={self.query_mode!r}) reads flat items with query ids: "
+                    'give the output as (y_pred, y, {"indexes": ids}) or a mapping with the key "indexes"'
+                )
+            return self._lists_flat(y_pred, y, mask, weight), None
+        _check_flat_output(y_pred, y, mask, weight)
+        ready, kept = self._queries.feed(_to_tensor(indexes, "indexes"), y_pred, y)
+        if ready is None:  # query_mode="any": kept until compute()
+            return torch.zeros(flat_size(self._fields), dtype=self._dtype(), device=self._device), kept
+        return self._queries_flat(ready), kept
+
+    def _queries_flat(self, items: tuple[Any, Any, Any]) -> torch.Tensor:
+        """The flat sums of whole queries of flat items ``(indexes, preds, target)``, grouped
+        into padded lists (:func:`rankstream.core.grouping.group_by_query`)."""
+        scores, labels, valid, _ = group_by_query(*items)
+        return self._lists_flat(scores, labels, valid, None)
+
+    def _lists_flat(self, y_pred: Any, y: Any, mask: Any, weight: Any) -> torch.Tensor:
         ctx = self._runtime.context(y_pred, torch_ops())
         sums = self._kernel.batch_sums(ctx, y_pred, y, mask, weight)
         return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
@@ -377,8 +410,10 @@ class KernelMetric(Metric):
     def update(self, output: Any) -> None:
         # Everything that can fail happens before the state changes. A new tensor (not an
         # in-place add) so a state_dict() taken earlier stays a snapshot.
-        flat = self._batch_flat(output)
+        flat, kept = self._batch(output)
         self._sums = self._sums + flat
+        if kept is not None:
+            self._queries.commit(kept)
 
     def started(self, engine: Any) -> None:
         """Reset at the start of an epoch, except when an engine resumes mid-epoch (ignite fires
@@ -399,12 +434,21 @@ class KernelMetric(Metric):
         zeros = split_flat(np.zeros(flat_size(self._fields)), self._fields)
         meta = pack_state(self._kernel, zeros, metric=type(self).__name__)
         del meta["sums"]
-        return OrderedDict(_sums=self._sums.detach().clone(), **{k: meta[k] for k in sorted(meta)})
+        state = OrderedDict(_sums=self._sums.detach().clone(), **{k: meta[k] for k in sorted(meta)})
+        if self.query_mode != "whole":  # the open (or stored) items, and the last closed id
+            pending = self._queries.pending()
+            empty = (torch.zeros(0, dtype=torch.long), torch.zeros(0), torch.zeros(0))
+            for key, items in zip(_QUERY_KEYS, pending or empty, strict=True):
+                state[key] = items.detach().clone()
+            closed = self._queries.kept.closed_max
+            state["query_closed_max"] = torch.tensor([] if closed is None else [closed], dtype=torch.long)
+        return state
 
     def _load_state_dict_per_rank(self, state_dict: Any) -> None:
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"state_dict of {type(self).__name__} must be a mapping, got {type(state_dict)}")
-        rest = {k: v for k, v in state_dict.items() if k != "_sums"}
+        kept = self._saved_queries(state_dict)
+        rest = {k: v for k, v in state_dict.items() if k != "_sums" and k not in _QUERY_STATE}
         sums = state_dict.get("_sums")
         expected = flat_size(self._fields)
         layout = self._saved_without_statistics(rest, sums, expected) or self._fields
@@ -428,7 +472,34 @@ class KernelMetric(Metric):
         if layout is not self._fields:  # the statistics' places are NaN: unavailable until reset
             sums = torch.from_numpy(np.concatenate([np.ravel(checked[n]) for n in self._fields]))
         self._sums = sums.detach().to(device=self._device, dtype=self._dtype()).clone()
+        self._queries.commit(kept)
         self._loaded = True
+
+    def _saved_queries(self, state_dict: Mapping[str, Any]) -> Kept:
+        """The query stream saved in ``state_dict`` (``query_mode`` "sorted" or "any"), checked:
+        open items in a metric of another mode are a ``ValueError``."""
+        items = [state_dict.get(k) for k in _QUERY_KEYS]
+        closed = state_dict.get("query_closed_max")
+        if all(x is None for x in (*items, closed)):
+            return Kept()
+        if not all(isinstance(x, torch.Tensor) and x.ndim == 1 for x in (*items, closed)):
+            raise ValueError(
+                f"state_dict of {type(self).__name__}: {', '.join(_QUERY_STATE)} must be 1-d tensors, got "
+                f"{[type(x).__name__ for x in (*items, closed)]}"
+            )
+        n = int(items[0].shape[0])
+        if self.query_mode == "whole" and n:
+            raise ValueError(
+                f"state_dict of {type(self).__name__} holds {n} items of open queries (saved with "
+                "query_mode 'sorted' or 'any'): load it into a metric with that query_mode"
+            )
+        if self.query_mode == "whole":
+            return Kept()
+        stream = QueryStream(self.query_mode)
+        kept = stream.feed(*items)[1] if n else Kept()  # checked as a batch of flat items
+        if self.query_mode == "sorted" and n and len(kept.items) != 1:
+            raise ValueError(f"state_dict of {type(self).__name__}: the saved items hold more than one query")
+        return Kept(kept.items, int(closed[0]) if closed.shape[0] else None)
 
     def _saved_without_statistics(
         self, rest: Mapping[str, Any], sums: Any, expected: int
@@ -451,8 +522,22 @@ class KernelMetric(Metric):
     def _kernel_statistics(self) -> frozenset[str]:
         return statistic_fields(self._kernel)
 
-    @sync_all_reduce("_sums")
     def compute(self) -> Any:
+        """The result of the sums (all-reduced over the processes of a distributed run), with
+        the queries still open (``query_mode="sorted"``) or stored (``"any"``) counted in, not
+        closed: a later update may still continue the open query."""
+        pending = self._queries.pending()
+        if pending is None:
+            return self._reduced_result()
+        kept = self._sums
+        self._sums = kept + self._queries_flat(pending)
+        try:
+            return self._reduced_result()
+        finally:
+            self._sums = kept
+
+    @sync_all_reduce("_sums")
+    def _reduced_result(self) -> Any:
         sums = split_flat(self._sums.detach().cpu().numpy().astype(np.float64), self._fields)
         try:
             value = result(self._kernel, sums, name=type(self).__name__)

@@ -67,7 +67,8 @@ class PairedComparison(KernelMetric):
         self.ignore_zero_hits = ignore_zero_hits
         super().__init__(kernel, output_transform, device, skip_unrolling, prefix)
 
-    def _batch_flat(self, output: Any) -> torch.Tensor:
+    def _batch(self, output: Any) -> tuple[torch.Tensor, None]:
+        """The flat sums of one update input (each ranker's scores; no query ids)."""
         y_pred, *rest = unpack_output(output)
         if isinstance(y_pred, Mapping):
             y_pred = {r: _to_tensor(v, f"y_pred[{r!r}]") for r, v in y_pred.items()}
@@ -77,7 +78,7 @@ class PairedComparison(KernelMetric):
         y, mask, weight = (_to_tensor(v, k) for k, v in zip(_OUTPUT_KEYS[1:], rest, strict=True))
         ctx = self._runtime.context(like, torch_ops())
         sums = self._kernel.batch_sums(ctx, y_pred, y, mask, weight)
-        return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
+        return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype()), None
 
 
 PairedComparison.__doc__ = docstring(
