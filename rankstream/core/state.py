@@ -344,6 +344,18 @@ class State:
             self.sums[name] += value
         return self
 
+    def update_queries(self, preds: Any, target: Any, indexes: Any) -> State:
+        """Add flat items of whole queries: ``preds`` (scores), ``target`` (labels) and
+        ``indexes`` (the query id of each item), each ``(N,)``, grouped into padded lists with a
+        mask (:func:`rankstream.core.grouping.group_by_query`, on the input's device). A query
+        whose items come in two updates counts as two: for queries that span updates, feed a
+        :class:`rankstream.core.query_stream.QueryStream` and update with the items it hands
+        back (and with its pending items before ``compute``). On error nothing is added."""
+        from rankstream.core.backends.grouping import group_by_query
+
+        scores, labels, mask, _ = group_by_query(indexes, preds, target)
+        return self.update(scores, labels, mask)
+
     def merge(self, other: State) -> State:
         """A new state holding the field-wise sum of ``self`` and ``other``: states of one
         metric (kernel class) with the same settings (a random tie order's ``seed`` may
