@@ -21,8 +21,7 @@ arrays alike.
 
 from typing import Any, NamedTuple
 
-import numpy as np
-
+from rankstream.core.backends import get_ops
 from rankstream.core.backends.grouping import check_flat, check_query_mode, split_open_query
 
 Array = Any
@@ -38,13 +37,7 @@ class Kept(NamedTuple):
 
 
 def _cat(parts: list[Array]) -> Array:
-    if len(parts) == 1:
-        return parts[0]
-    if type(parts[0]).__module__.startswith("torch"):
-        import torch
-
-        return torch.cat(parts)
-    return np.concatenate(parts)
+    return parts[0] if len(parts) == 1 else get_ops(parts[0]).concat(parts)
 
 
 def _joined(items: tuple[Items, ...]) -> Items:
