@@ -36,6 +36,8 @@ from typing import Any
 import torch
 from torchmetrics import Metric
 
+from rankstream.adapters import torchmetrics_flat as by_rank
+from rankstream.adapters.torchmetrics_flat import FlatQueries, flat_queries
 from rankstream.adapters.torchmetrics_kernels import RETRIEVED, RetrievedMAPKernel, RetrievedRecallKernel
 from rankstream.core.grouping import check_query_mode, group_by_query, split_open_query
 from rankstream.core.lists.auc import AUCKernel, GAUCKernel
@@ -59,6 +61,25 @@ def _check_top_k(top_k: int | None) -> int | None:
     if top_k is not None and not (isinstance(top_k, int) and not isinstance(top_k, bool) and top_k > 0):
         raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
     return top_k
+
+
+def _items(
+    preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor, ignore_index: int | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+    """The flat ``(indexes, preds, target)``, ``ignore_index`` removed, target as ``preds``'
+    dtype, and whether the target came as integers; a ``ValueError`` on no item, a non-finite
+    target or a NaN score."""
+    indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
+    if ignore_index is not None:
+        keep = target != ignore_index
+        indexes, preds, target = indexes[keep], preds[keep], target[keep]
+    if indexes.numel() == 0:
+        raise ValueError("preds, target and indexes must hold at least one item (after ignore_index)")
+    if target.is_floating_point() and not bool(torch.isfinite(target).all()):
+        raise ValueError("target must be finite")
+    if bool(torch.isnan(preds).any()):
+        raise ValueError("preds must not hold NaN")
+    return indexes, preds, target.to(preds.dtype), not target.is_floating_point()
 
 
 class RetrievalListMetric(Metric):
@@ -122,8 +143,9 @@ class RetrievalListMetric(Metric):
             self.add_state("closed_max", default=torch.full((), low, dtype=torch.long), dist_reduce_fx="max")
 
     # -- input ----------------------------------------------------------------------------
-    def _flat(self, preds: Any, target: Any, indexes: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The checked flat items, ``ignore_index`` removed."""
+    def _flat(self, preds: Any, target: Any, indexes: Any) -> FlatQueries:
+        """The checked flat items, ``ignore_index`` removed (shared with the other metrics
+        updated with the same tensors: :func:`~rankstream.adapters.torchmetrics_flat.flat_queries`)."""
         if indexes is None:
             raise ValueError("indexes cannot be None: pass the query id of every item")
         for name, x in (("preds", preds), ("target", target), ("indexes", indexes)):
@@ -142,48 +164,60 @@ class RetrievalListMetric(Metric):
             raise ValueError(
                 f"target must be a tensor of booleans, integers or floats, got dtype {target.dtype}"
             )
-        indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
-        if self.ignore_index is not None:
-            keep = target != self.ignore_index
-            indexes, preds, target = indexes[keep], preds[keep], target[keep]
-        if indexes.numel() == 0:
-            raise ValueError("preds, target and indexes must hold at least one item (after ignore_index)")
-        if target.is_floating_point() and not bool(torch.isfinite(target).all()):
-            raise ValueError("target must be finite")
-        target = target.to(preds.dtype)
-        if not self.graded and bool((target * (1.0 - target)).any()):  # 0 exactly at 0 and 1
-            bad = target[(target != 0) & (target != 1)][0].item()
+        fq = flat_queries(
+            (preds, target, indexes),
+            self.ignore_index,
+            lambda: _items(preds, target, indexes, self.ignore_index),
+        )
+        if not self.graded and (bad := fq.bad_binary()) is not None:
             raise ValueError(f"target must hold binary values (0 or 1) for {type(self).__name__}, got {bad}")
-        if self.graded and bool((target < 0).any()):
-            raise ValueError(f"target must be >= 0, got {target.min().item()}")
-        if bool(torch.isnan(preds).any()):
-            raise ValueError("preds must not hold NaN")
-        return indexes, preds, target
+        if self.graded and (low := fq.target_min()) < 0:
+            raise ValueError(f"target must be >= 0, got {low}")
+        return fq
 
     # -- one group of items ---------------------------------------------------------------
+    def flat_values(self, fq: FlatQueries) -> torch.Tensor | None:
+        """The per-query values ``(Q,)`` float64 read off the flat items by comparison
+        (:mod:`~rankstream.adapters.torchmetrics_flat`), None where the kernel evaluates the
+        padded lists."""
+        return None
+
+    @property
+    def _retrieved_only(self) -> bool:
+        return self.coded and not self.nonpositive_retrieved
+
     def _stats(
         self, indexes: torch.Tensor, preds: torch.Tensor, target: torch.Tensor
     ) -> dict[str, torch.Tensor]:
         """The state's terms of the queries of these items (each query whole)."""
+        return self._stats_of(FlatQueries(indexes, preds, target))
+
+    def _stats_of(self, fq: FlatQueries) -> dict[str, torch.Tensor]:
         dt = torch.float64
-        dev = preds.device
+        dev = fq.preds.device
         out = {name: torch.zeros((), dtype=dt, device=dev) for name in _SUMS}
         out["value_max"] = torch.full((), -torch.inf, dtype=dt, device=dev)
         out["value_min"] = torch.full((), torch.inf, dtype=dt, device=dev)
-        if indexes.numel() == 0:
+        if fq.indexes.numel() == 0:
             return out
-        if self.coded:  # 2: relevant and retrieved; 1: relevant, scored <= 0 (on the flat items)
-            target = target * (
-                RETRIEVED if self.nonpositive_retrieved else torch.where(preds > 0, RETRIEVED, 1.0)
-            )
-        scores, labels, mask, _ = group_by_query(indexes, preds, target)
-        positives = labels.sum(dim=1)  # padding holds 0
-        empty = positives == 0
-        if self.both_classes:
-            empty = empty | (positives == mask.sum(dim=1))
-        values, _, weights = self.kernel.per_list(scores, labels, mask)
-        v = values[:, 0].to(dt)
-        w = weights.to(dt)
+        v = self.flat_values(fq)
+        if v is not None:
+            empty = fq.relevant_count() == 0
+            w = torch.ones_like(v)
+        else:
+            indexes, preds, target = fq.indexes, fq.preds, fq.target
+            if self.coded:  # 2: relevant and retrieved; 1: relevant, scored <= 0 (on the flat items)
+                target = target * (
+                    RETRIEVED if self.nonpositive_retrieved else torch.where(preds > 0, RETRIEVED, 1.0)
+                )
+            scores, labels, mask, _ = group_by_query(indexes, preds, target)
+            positives = labels.sum(dim=1)  # padding holds 0
+            empty = positives == 0
+            if self.both_classes:
+                empty = empty | (positives == mask.sum(dim=1))
+            values, _, weights = self.kernel.per_list(scores, labels, mask)
+            v = values[:, 0].to(dt)
+            w = weights.to(dt)
         full = ~empty
         out["value_sum"] = torch.where(full, w * v, 0.0).sum()
         out["weight_sum"] = torch.where(full, w, 0.0).sum()
@@ -212,10 +246,11 @@ class RetrievalListMetric(Metric):
         """Add a batch of flat items: ``preds`` (scores), ``target`` (relevance) and ``indexes``
         (the query id of each item), one shape for the three. Bad input raises before the
         state changes."""
-        indexes, preds, target = self._flat(preds, target, indexes)
+        fq = self._flat(preds, target, indexes)
         if self.query_mode == "whole":
-            self._add(self._stats(indexes, preds, target))
+            self._add(self._stats_of(fq))
             return
+        indexes, preds, target = fq.indexes, fq.preds, fq.target
         if self.query_mode == "any":
             self.carry_indexes.append(indexes)
             self.carry_preds.append(preds)
@@ -344,6 +379,9 @@ class RetrievalPrecision(RetrievalListMetric):
                                      sync_on_compute, compute_with_cache),
         )  # fmt: skip
 
+    def flat_values(self, fq: FlatQueries) -> torch.Tensor:
+        return by_rank.precision(fq, self.top_k, self.adaptive_k, self._retrieved_only)
+
 
 class _TopK(RetrievalListMetric):
     """A metric with torchmetrics' ``top_k`` (None: the whole query) and nothing else."""
@@ -386,6 +424,9 @@ class RetrievalRecall(_TopK):
     def make_kernel(self, k: int) -> ListKernel:
         return RetrievedRecallKernel(k, empty="zero", relevance_threshold=RETRIEVED)
 
+    def flat_values(self, fq: FlatQueries) -> torch.Tensor:
+        return by_rank.recall(fq, self.top_k, self._retrieved_only)
+
 
 class RetrievalMAP(_TopK):
     """Average precision@k per query, ``(1 / h@k) sum_{j <= k} rel_j P@j`` over the retrieved
@@ -398,6 +439,9 @@ class RetrievalMAP(_TopK):
     def make_kernel(self, k: int) -> ListKernel:
         return RetrievedMAPKernel(k, empty="zero", relevance_threshold=RETRIEVED)
 
+    def flat_values(self, fq: FlatQueries) -> torch.Tensor:
+        return by_rank.average_precision(fq, self.top_k, self._retrieved_only)
+
 
 class RetrievalMRR(_TopK):
     """Reciprocal rank@k per query, ``1 / j*`` of the first relevant item if ``j* <= k``
@@ -409,6 +453,9 @@ class RetrievalMRR(_TopK):
     def make_kernel(self, k: int) -> ListKernel:
         return ReciprocalRankKernel(k, empty="zero", relevance_threshold=RETRIEVED)
 
+    def flat_values(self, fq: FlatQueries) -> torch.Tensor:
+        return by_rank.reciprocal_rank(fq, self.top_k, self._retrieved_only)
+
 
 class RetrievalHitRate(_TopK):
     """Hit rate@k per query, 1 when a relevant item is in the top ``k`` (torchmetrics
@@ -416,6 +463,9 @@ class RetrievalHitRate(_TopK):
 
     def make_kernel(self, k: int) -> ListKernel:
         return HitRateKernel(k, empty="zero")
+
+    def flat_values(self, fq: FlatQueries) -> torch.Tensor:
+        return by_rank.hit_rate(fq, self.top_k)
 
 
 class RetrievalNormalizedDCG(_TopK):
@@ -427,6 +477,9 @@ class RetrievalNormalizedDCG(_TopK):
 
     def make_kernel(self, k: int) -> ListKernel:
         return NDCGKernel(k, gain="linear_rank", relevance_threshold=None, ties="expected", empty="zero")
+
+    def flat_values(self, fq: FlatQueries) -> torch.Tensor:
+        return by_rank.ndcg(fq, self.top_k)
 
 
 class RetrievalF1(_TopK):

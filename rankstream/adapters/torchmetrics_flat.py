@@ -1,0 +1,347 @@
+"""Per-query values of the torchmetrics adapter's common metrics read off the flat items by
+comparison, with no ``topk`` and no sort of the queries' items.
+
+:class:`FlatQueries` holds one batch of checked flat items (whole queries) and computes, once
+and on demand, what several metrics read: the items sorted by query id (stable), the run
+lengths, the scores padded to ``(Q, L)`` with ``-inf``, per-query counts, and the rank of each
+relevant item. The rank of item ``j`` of a query, with ties ranking the earlier item first (the
+core's ``ties="first"``; padding last), is a count over its row:
+
+    ``rank_j = #{i : s_i > s_j} + #{i < j : s_i = s_j}``  (0-based)
+
+so only the ``R`` relevant items are ranked: ``O(R L)`` comparisons, against the ``O(Q L log
+L)`` of a sort (``R`` is a few per query in retrieval data). From these ranks, with
+``h = #{relevant j : rank_j < k}`` and the retrieved relevant items of torchmetrics (scored
+``> 0`` unless ``nonpositive_retrieved``):
+
+* precision@k ``h / k`` (``min(k, n)`` with ``adaptive_k``, ``n`` without ``top_k``);
+* recall@k ``h / R`` (``R`` every relevant item of the query, retrieved or not);
+* hit rate@k ``[h > 0]`` (every relevant item retrieved);
+* reciprocal rank@k ``1 / (r* + 1)`` with ``r*`` the smallest rank, if ``r* < k``;
+* AP@k ``(1 / h) sum_m m / (r_m + 1)`` over the ``h`` ranks ``r_1 < r_2 < ...`` below ``k``;
+* nDCG@k with tied scores averaged: item ``j`` in a group of ``e_j`` equal scores starting
+  after ``a_j`` greater ones gets the mean discount of the group's places cut at ``k``,
+  ``(C(min(a_j + e_j, k)) - C(min(a_j, k))) / e_j`` with ``C(m) = sum_{p < m} 1 / log2(p + 2)``;
+  DCG@k ``sum_j y_j`` times that, over the ideal ``sum_{m < k} y_(m) / log2(m + 2)`` of the
+  query's gains sorted in decreasing order.
+
+These are the values of the core kernels the adapter uses elsewhere (tests compare both with
+torchmetrics, tied scores included). The batch is cached by the identity and version of the
+input tensors (:func:`flat_queries`), so the metrics of a ``MetricCollection`` updated with the
+same tensors group and rank them once.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+_COUNT = torch.int32
+#: the most values compared at a time when ranking the relevant items (rows of ``L``)
+CHUNK = 1 << 16
+
+
+class FlatQueries:
+    """Checked flat items ``(N,)`` of whole queries (``ignore_index`` removed; ``target`` as
+    ``preds``' dtype), grouped and ranked on demand (each piece computed once)."""
+
+    def __init__(
+        self, indexes: torch.Tensor, preds: torch.Tensor, target: torch.Tensor, integer_target: bool = False
+    ) -> None:
+        self.indexes, self.preds, self.target = indexes, preds, target
+        #: the target came as integers (or booleans): its values are whole numbers
+        self.integer_target = integer_target
+        self._memo: dict[Any, Any] = {}
+
+    def once(self, key: Any, make: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
+
+    # -- input checks (read once for every metric) ----------------------------------------
+    def bad_binary(self) -> float | None:
+        """A target value other than 0 and 1, or None (integer targets: one pass, their
+        extremes)."""
+
+        def make() -> float | None:
+            y = self.target
+            if self.integer_target:
+                low, high = self.target_range()
+                return None if low >= 0 and high <= 1 else (low if low < 0 else high)
+            bad = (y != 0) & (y != 1)
+            return float(y[bad][0]) if bool(bad.any()) else None
+
+        return self.once("bad_binary", make)
+
+    def target_range(self) -> tuple[float, float]:
+        def make() -> tuple[float, float]:
+            low, high = torch.aminmax(self.target)
+            return float(low), float(high)
+
+        return self.once("range", make)
+
+    def target_min(self) -> float:
+        return self.target_range()[0]
+
+    # -- grouping -------------------------------------------------------------------------
+    def sorted_items(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(preds, target, counts)``: the items in query-id order (stable) and the run
+        length of each query."""
+
+        def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            i, p, y = self.indexes, self.preds, self.target
+            if i.shape[0] > 1 and not bool((i[1:] >= i[:-1]).all()):
+                i, order = torch.sort(i, stable=True)
+                p, y = p[order], y[order]
+            _, counts = torch.unique_consecutive(i, return_counts=True)
+            return p, y, counts
+
+        return self.once("sorted", make)
+
+    def width(self) -> int:
+        return self.once("width", lambda: int(self.sorted_items()[2].max()))
+
+    def padded_scores(self) -> torch.Tensor:
+        """``(Q, L)`` scores, ``-inf`` past each query's end (compares below every item)."""
+
+        def make() -> torch.Tensor:
+            p, _, counts = self.sorted_items()
+            width = self.width()
+            mask = torch.arange(width, device=p.device) < counts[:, None]
+            full = torch.full((counts.shape[0], width), float("-inf"), dtype=p.dtype, device=p.device)
+            return full.masked_scatter_(mask, p)
+
+        return self.once("padded", make)
+
+    def per_query_sum(self, x: torch.Tensor) -> torch.Tensor:
+        """Sums over each query's run of the sorted items, float64 ``(Q,)``."""
+        counts = self.sorted_items()[2]
+        return torch.segment_reduce(x.to(torch.float64), "sum", lengths=counts)
+
+    def sizes(self) -> torch.Tensor:
+        return self.once("sizes", lambda: self.sorted_items()[2].to(torch.float64))
+
+    def relevant_count(self) -> torch.Tensor:
+        """Per query, the items with target ``> 0``, float64."""
+        return self.once("n_rel", lambda: self.per_query_sum(self.sorted_items()[1] > 0))
+
+    # -- ranks ----------------------------------------------------------------------------
+    def relevant_items(self, retrieved_only: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(row, col, position)`` of the relevant items (target ``> 0``; with
+        ``retrieved_only`` also scored ``> 0``), in query order."""
+
+        def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            p, y, counts = self.sorted_items()
+            rel = y > 0
+            if retrieved_only:
+                rel = rel & (p > 0)
+            pos = torch.nonzero(rel)[:, 0]
+            ends = torch.cumsum(counts, 0)
+            row = torch.searchsorted(ends, pos, right=True)
+            col = pos - (ends - counts)[row]
+            return row, col, pos
+
+        return self.once(("relevant", retrieved_only), make)
+
+    def order_keys(self) -> torch.Tensor | None:
+        """``(Q, L)`` int64 keys in rank order (larger: ranked earlier): each score mapped to
+        an order-preserving int32 (``-0.0`` folded onto ``+0.0``) above the inverted position,
+        so ``key_i > key_j`` exactly when ``s_i > s_j``, or ``s_i = s_j`` and ``i < j``. None
+        for float64 scores (no room for the position)."""
+
+        def make() -> torch.Tensor | None:
+            scores = self.padded_scores()
+            if scores.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+                return None
+            bits = (scores.to(torch.float32) + 0.0).view(torch.int32)
+            ordered = (bits ^ ((bits >> 31) & 0x7FFFFFFF)).to(torch.int64)
+            width = scores.shape[1]
+            inverted = (width - 1) - torch.arange(width, device=scores.device, dtype=torch.int64)
+            return (ordered.mul_(1 << 32)).bitwise_or_(inverted)  # << 32, in one pass
+
+        return self.once("keys", make)
+
+    def ranks(self, retrieved_only: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(row, rank)`` of the relevant items: ``rank`` 0-based with ties broken by
+        position (earlier first), int64. Rows of at most :data:`CHUNK` values at a time."""
+
+        def make() -> tuple[torch.Tensor, torch.Tensor]:
+            row, col, _ = self.relevant_items(retrieved_only)
+            scores, keys = self.padded_scores(), self.order_keys()
+            width = scores.shape[1]
+            parts = []
+            for a in range(0, int(row.shape[0]), max(1, CHUNK // max(width, 1))):
+                r, c = row[a : a + CHUNK // max(width, 1)], col[a : a + CHUNK // max(width, 1)]
+                if keys is not None:
+                    rows = keys.index_select(0, r)
+                    parts.append((rows > keys[r, c][:, None]).sum(1, dtype=_COUNT))
+                    continue
+                rows = scores.index_select(0, r)
+                own = scores[r, c][:, None]
+                earlier = torch.arange(width, device=scores.device) < c[:, None]
+                above = (rows > own).sum(1, dtype=_COUNT)
+                parts.append(above + ((rows == own) & earlier).sum(1, dtype=_COUNT))
+            rank = torch.cat(parts) if parts else torch.zeros(0, dtype=_COUNT, device=row.device)
+            return row, rank.to(torch.int64)
+
+        return self.once(("ranks", retrieved_only), make)
+
+    def first_rank(self, retrieved_only: bool) -> torch.Tensor:
+        """Per query, the rank of its best ranked relevant item (int64; ``L`` when none)."""
+
+        def make() -> torch.Tensor:
+            keys = self.order_keys()
+            if keys is None:
+                row, rank = self.ranks(retrieved_only)
+                first = torch.full((self.n_queries(),), self.width(), dtype=torch.int64, device=row.device)
+                return first.scatter_reduce_(0, row, rank, "amin")
+            p, y, counts = self.sorted_items()
+            rel = y > 0
+            if retrieved_only:
+                rel = rel & (p > 0)
+            mask = torch.arange(keys.shape[1], device=keys.device) < counts[:, None]
+            rel_padded = torch.zeros_like(mask).masked_scatter_(mask, rel)
+            low = torch.iinfo(torch.int64).min
+            best = torch.where(rel_padded, keys, low).amax(1)
+            rank = (keys > best[:, None]).sum(1, dtype=_COUNT).to(torch.int64)
+            return torch.where(best > low, rank, self.width())
+
+        return self.once(("first", retrieved_only), make)
+
+    def tie_groups(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(row, above, equal)`` of the items with target ``> 0``: the items of the query
+        scored above it and those scored equal to it (itself included)."""
+
+        def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            row, col, _ = self.relevant_items(False)
+            scores = self.padded_scores()
+            rows = scores.index_select(0, row)
+            own = scores[row, col][:, None]
+            above = (rows > own).sum(1, dtype=_COUNT).to(torch.int64)
+            equal = (rows == own).sum(1, dtype=_COUNT).to(torch.int64)
+            return row, above, equal
+
+        return self.once("ties", make)
+
+    def n_queries(self) -> int:
+        return int(self.sorted_items()[2].shape[0])
+
+
+def _rows_sum(fq: FlatQueries, row: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(fq.n_queries(), dtype=torch.float64, device=row.device)
+    return out.index_add_(0, row, x.to(torch.float64))
+
+
+def _safe_div(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
+    return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
+
+
+def _cut(k: int | None) -> float:
+    return float("inf") if k is None else float(k)
+
+
+def hits(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor:
+    """Per query, the relevant items ranked below ``k`` (None: every one), float64."""
+    if k is None:
+        _, y, _ = fq.sorted_items()
+        key = ("hits_all", retrieved_only)
+        if retrieved_only:
+            p = fq.sorted_items()[0]
+            return fq.once(key, lambda: fq.per_query_sum((y > 0) & (p > 0)))
+        return fq.relevant_count()
+    row, rank = fq.ranks(retrieved_only)
+    return fq.once(("hits", k, retrieved_only), lambda: _rows_sum(fq, row, rank < k))
+
+
+def precision(fq: FlatQueries, k: int | None, adaptive: bool, retrieved_only: bool) -> torch.Tensor:
+    n = fq.sizes()
+    den = n if k is None else (torch.clamp(n, max=k) if adaptive else torch.full_like(n, float(k)))
+    return hits(fq, k, retrieved_only) / den
+
+
+def recall(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor:
+    return _safe_div(hits(fq, k, retrieved_only), fq.relevant_count())
+
+
+def hit_rate(fq: FlatQueries, k: int | None) -> torch.Tensor:
+    if k is None:
+        return (fq.relevant_count() > 0).to(torch.float64)
+    return (fq.first_rank(False) < k).to(torch.float64)
+
+
+def reciprocal_rank(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor:
+    first = fq.first_rank(retrieved_only)
+    found = first < min(_cut(k), fq.width())
+    return torch.where(found, 1.0 / (first + 1).to(torch.float64), 0.0)
+
+
+def average_precision(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor:
+    row, rank = fq.ranks(retrieved_only)
+    # the items grouped by query already: order them by rank within each query
+    order = torch.sort(row * (int(rank.max()) + 1 if rank.numel() else 1) + rank).indices
+    row_s, rank_s = row[order], rank[order]
+    starts = torch.searchsorted(row_s, row_s, right=False)
+    m = (torch.arange(row_s.shape[0], device=row.device) - starts + 1).to(torch.float64)
+    inside = rank_s < _cut(k)
+    terms = torch.where(inside, m / (rank_s + 1).to(torch.float64), 0.0)
+    return _safe_div(_rows_sum(fq, row_s, terms), _rows_sum(fq, row_s, inside))
+
+
+def ndcg(fq: FlatQueries, k: int | None) -> torch.Tensor:
+    row, above, equal = fq.tie_groups()
+    _, y, _ = fq.sorted_items()
+    pos = fq.relevant_items(False)[2]
+    gains = y[pos].to(torch.float64)
+    width = fq.width()
+    cut = width if k is None else min(k, width)
+    places = torch.arange(width, dtype=torch.float64, device=y.device)
+    disc = torch.where(places < cut, 1.0 / torch.log2(places + 2.0), 0.0)
+    cum = torch.cat([torch.zeros(1, dtype=torch.float64, device=y.device), torch.cumsum(disc, 0)])
+    mean_disc = (cum[torch.clamp(above + equal, max=cut)] - cum[torch.clamp(above, max=cut)]) / equal
+    dcg = _rows_sum(fq, row, gains * mean_disc)
+    # ideal: the query's gains in decreasing order (rows in order: a stable sort by gain, then by row)
+    by_gain = torch.sort(gains, descending=True, stable=True).indices
+    by_row = by_gain[torch.sort(row[by_gain], stable=True).indices]
+    row_s = row[by_row]
+    place = torch.arange(row_s.shape[0], device=y.device) - torch.searchsorted(row_s, row_s, right=False)
+    ideal = _rows_sum(fq, row_s, gains[by_row] * disc[place])
+    return _safe_div(dcg, ideal)
+
+
+# -- the cache: one batch, keyed by the inputs' identity and version --------------------------
+_LAST: dict[str, Any] = {}
+
+
+def _key(tensors: tuple[torch.Tensor, ...], ignore_index: int | None) -> tuple:
+    return (*((id(t), t._version) for t in tensors), ignore_index)
+
+
+def flat_queries(
+    inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    ignore_index: int | None,
+    make: Callable[[], tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+) -> FlatQueries:
+    """The :class:`FlatQueries` of these input tensors ``(preds, target, indexes)``: the last
+    one made where the same tensor objects, unchanged since (their version), come again with
+    the same ``ignore_index``; else a new one from ``make()`` (the flat ``(indexes, preds,
+    target)``), kept until the inputs are freed or other inputs come."""
+    key = _key(inputs, ignore_index)
+    hit = _LAST.get("key") == key and all(r() is t for r, t in zip(_LAST["refs"], inputs, strict=True))
+    if hit:
+        return _LAST["value"]
+    fq = FlatQueries(*make())
+    _LAST.clear()
+    _LAST.update(key=key, refs=tuple(weakref.ref(t, _forget) for t in inputs), value=fq)
+    return fq
+
+
+def _forget(_: Any) -> None:
+    _LAST.clear()
+
+
+def clear_cache() -> None:
+    """Drop the cached batch."""
+    _LAST.clear()
