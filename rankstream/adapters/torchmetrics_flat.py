@@ -40,7 +40,8 @@ from typing import Any
 import torch
 
 _COUNT = torch.int32
-#: the most values compared at a time when ranking the relevant items (rows of ``L``)
+#: the most values compared at a time when ranking the relevant items (rows of ``L``): a
+#: chunk's rows stay in cache (on one thread, 2^16 took about half the time of 2^20)
 CHUNK = 1 << 16
 
 
@@ -104,17 +105,24 @@ class FlatQueries:
     def width(self) -> int:
         return self.once("width", lambda: int(self.sorted_items()[2].max()))
 
-    def padded_scores(self) -> torch.Tensor:
-        """``(Q, L)`` scores, ``-inf`` past each query's end (compares below every item)."""
+    def mask(self) -> torch.Tensor:
+        """``(Q, L)`` bool, True on the places of each query's items (its first ``n_q``)."""
 
         def make() -> torch.Tensor:
-            p, _, counts = self.sorted_items()
-            width = self.width()
-            mask = torch.arange(width, device=p.device) < counts[:, None]
-            full = torch.full((counts.shape[0], width), float("-inf"), dtype=p.dtype, device=p.device)
-            return full.masked_scatter_(mask, p)
+            counts = self.sorted_items()[2]
+            return torch.arange(self.width(), device=counts.device) < counts[:, None]
 
-        return self.once("padded", make)
+        return self.once("mask", make)
+
+    def padded(self, flat: torch.Tensor) -> torch.Tensor:
+        """Flat sorted values ``(N,)`` in ``(Q, L)`` rows, ``-inf`` past each query's end."""
+        mask = self.mask()
+        full = torch.full(mask.shape, float("-inf"), dtype=flat.dtype, device=flat.device)
+        return full.masked_scatter_(mask, flat)
+
+    def padded_scores(self) -> torch.Tensor:
+        """``(Q, L)`` scores, ``-inf`` past each query's end (compares below every item)."""
+        return self.once("padded", lambda: self.padded(self.sorted_items()[0]))
 
     def per_query_sum(self, x: torch.Tensor) -> torch.Tensor:
         """Sums over each query's run of the sorted items, float64 ``(Q,)``."""
@@ -129,16 +137,28 @@ class FlatQueries:
         return self.once("n_rel", lambda: self.per_query_sum(self.sorted_items()[1] > 0))
 
     # -- ranks ----------------------------------------------------------------------------
+    def relevant(self, retrieved_only: bool) -> torch.Tensor:
+        """The sorted items that are relevant (target ``> 0``; with ``retrieved_only`` also
+        scored ``> 0``), bool ``(N,)``."""
+
+        def make() -> torch.Tensor:
+            p, y, _ = self.sorted_items()
+            return (y > 0) & (p > 0) if retrieved_only else y > 0
+
+        return self.once(("rel", retrieved_only), make)
+
+    def relevant_per_query(self, retrieved_only: bool) -> torch.Tensor:
+        """Per query, its relevant items (as :meth:`relevant`), float64."""
+        if not retrieved_only:
+            return self.relevant_count()
+        return self.once(("n_rel", True), lambda: self.per_query_sum(self.relevant(True)))
+
     def relevant_items(self, retrieved_only: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(row, col, position)`` of the relevant items (target ``> 0``; with
-        ``retrieved_only`` also scored ``> 0``), in query order."""
+        """``(row, col, position)`` of the relevant items (as :meth:`relevant`), in query order."""
 
         def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            p, y, counts = self.sorted_items()
-            rel = y > 0
-            if retrieved_only:
-                rel = rel & (p > 0)
-            pos = torch.nonzero(rel)[:, 0]
+            counts = self.sorted_items()[2]
+            pos = torch.nonzero(self.relevant(retrieved_only))[:, 0]
             ends = torch.cumsum(counts, 0)
             row = torch.searchsorted(ends, pos, right=True)
             col = pos - (ends - counts)[row]
@@ -146,85 +166,75 @@ class FlatQueries:
 
         return self.once(("relevant", retrieved_only), make)
 
-    def order_keys(self) -> torch.Tensor | None:
-        """``(Q, L)`` int64 keys in rank order (larger: ranked earlier): each score mapped to
-        an order-preserving int32 (``-0.0`` folded onto ``+0.0``) above the inverted position,
-        so ``key_i > key_j`` exactly when ``s_i > s_j``, or ``s_i = s_j`` and ``i < j``. None
-        for float64 scores (no room for the position)."""
-
-        def make() -> torch.Tensor | None:
-            scores = self.padded_scores()
-            if scores.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-                return None
-            bits = (scores.to(torch.float32) + 0.0).view(torch.int32)
-            ordered = (bits ^ ((bits >> 31) & 0x7FFFFFFF)).to(torch.int64)
-            width = scores.shape[1]
-            inverted = (width - 1) - torch.arange(width, device=scores.device, dtype=torch.int64)
-            return (ordered.mul_(1 << 32)).bitwise_or_(inverted)  # << 32, in one pass
-
-        return self.once("keys", make)
-
-    def ranks(self, retrieved_only: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(row, rank)`` of the relevant items: ``rank`` 0-based with ties broken by
-        position (earlier first), int64. Rows of at most :data:`CHUNK` values at a time."""
+    def compared(self, retrieved_only: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(above, equal)`` of the relevant items (as :meth:`relevant_items`): the items of
+        the query scored above each and those scored equal to it (itself included), int32.
+        Rows of at most :data:`CHUNK` values at a time."""
 
         def make() -> tuple[torch.Tensor, torch.Tensor]:
             row, col, _ = self.relevant_items(retrieved_only)
-            scores, keys = self.padded_scores(), self.order_keys()
-            width = scores.shape[1]
-            parts = []
-            for a in range(0, int(row.shape[0]), max(1, CHUNK // max(width, 1))):
-                r, c = row[a : a + CHUNK // max(width, 1)], col[a : a + CHUNK // max(width, 1)]
-                if keys is not None:
-                    rows = keys.index_select(0, r)
-                    parts.append((rows > keys[r, c][:, None]).sum(1, dtype=_COUNT))
-                    continue
+            scores = self.padded_scores()
+            step = max(1, CHUNK // max(int(scores.shape[1]), 1))
+            above, equal = [], []
+            for a in range(0, int(row.shape[0]), step):
+                r, c = row[a : a + step], col[a : a + step]
                 rows = scores.index_select(0, r)
                 own = scores[r, c][:, None]
-                earlier = torch.arange(width, device=scores.device) < c[:, None]
-                above = (rows > own).sum(1, dtype=_COUNT)
-                parts.append(above + ((rows == own) & earlier).sum(1, dtype=_COUNT))
-            rank = torch.cat(parts) if parts else torch.zeros(0, dtype=_COUNT, device=row.device)
-            return row, rank.to(torch.int64)
+                above.append((rows > own).sum(1, dtype=_COUNT))
+                equal.append((rows == own).sum(1, dtype=_COUNT))
+            if not above:
+                empty = torch.zeros(0, dtype=_COUNT, device=row.device)
+                return empty, empty
+            return torch.cat(above), torch.cat(equal)
+
+        return self.once(("compared", retrieved_only), make)
+
+    def ranks(self, retrieved_only: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(row, rank)`` of the relevant items: ``rank`` 0-based with ties broken by
+        position (earlier first), int64: the items above, plus (for the items tied with
+        another, only) the equal items before it."""
+
+        def make() -> tuple[torch.Tensor, torch.Tensor]:
+            row, col, _ = self.relevant_items(retrieved_only)
+            above, equal = self.compared(retrieved_only)
+            rank = above.to(torch.int64)
+            tied = torch.nonzero(equal > 1)[:, 0]
+            if tied.numel():
+                scores = self.padded_scores()
+                r, c = row[tied], col[tied]
+                earlier = torch.arange(scores.shape[1], device=scores.device) < c[:, None]
+                before = ((scores.index_select(0, r) == scores[r, c][:, None]) & earlier).sum(1)
+                rank = rank.index_add_(0, tied, before)
+            return row, rank
 
         return self.once(("ranks", retrieved_only), make)
 
     def first_rank(self, retrieved_only: bool) -> torch.Tensor:
-        """Per query, the rank of its best ranked relevant item (int64; ``L`` when none)."""
+        """Per query, the rank of its best ranked relevant item (int64; ``L`` when none): the
+        items above its best relevant score, where no other item ties with that score (else
+        the least rank of :meth:`ranks`)."""
 
         def make() -> torch.Tensor:
-            keys = self.order_keys()
-            if keys is None:
+            p = self.sorted_items()[0]
+            scores = self.padded_scores()
+            best = self.padded(torch.where(self.relevant(retrieved_only), p, float("-inf"))).amax(1)
+            above = (scores > best[:, None]).sum(1, dtype=_COUNT).to(torch.int64)
+            found = self.relevant_per_query(retrieved_only) > 0
+            tied = found & ((scores == best[:, None]).sum(1, dtype=_COUNT) > 1)
+            if bool(tied.any()):
                 row, rank = self.ranks(retrieved_only)
-                first = torch.full((self.n_queries(),), self.width(), dtype=torch.int64, device=row.device)
-                return first.scatter_reduce_(0, row, rank, "amin")
-            p, y, counts = self.sorted_items()
-            rel = y > 0
-            if retrieved_only:
-                rel = rel & (p > 0)
-            mask = torch.arange(keys.shape[1], device=keys.device) < counts[:, None]
-            rel_padded = torch.zeros_like(mask).masked_scatter_(mask, rel)
-            low = torch.iinfo(torch.int64).min
-            best = torch.where(rel_padded, keys, low).amax(1)
-            rank = (keys > best[:, None]).sum(1, dtype=_COUNT).to(torch.int64)
-            return torch.where(best > low, rank, self.width())
+                least = torch.full_like(above, self.width()).scatter_reduce_(0, row, rank, "amin")
+                above = torch.where(tied, least, above)
+            return torch.where(found, above, self.width())
 
         return self.once(("first", retrieved_only), make)
 
     def tie_groups(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(row, above, equal)`` of the items with target ``> 0``: the items of the query
-        scored above it and those scored equal to it (itself included)."""
-
-        def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            row, col, _ = self.relevant_items(False)
-            scores = self.padded_scores()
-            rows = scores.index_select(0, row)
-            own = scores[row, col][:, None]
-            above = (rows > own).sum(1, dtype=_COUNT).to(torch.int64)
-            equal = (rows == own).sum(1, dtype=_COUNT).to(torch.int64)
-            return row, above, equal
-
-        return self.once("ties", make)
+        """``(row, above, equal)`` of the items with target ``> 0`` (as :meth:`compared`),
+        int64."""
+        row = self.relevant_items(False)[0]
+        above, equal = self.compared(False)
+        return row, above.to(torch.int64), equal.to(torch.int64)
 
     def n_queries(self) -> int:
         return int(self.sorted_items()[2].shape[0])
@@ -246,12 +256,7 @@ def _cut(k: int | None) -> float:
 def hits(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor:
     """Per query, the relevant items ranked below ``k`` (None: every one), float64."""
     if k is None:
-        _, y, _ = fq.sorted_items()
-        key = ("hits_all", retrieved_only)
-        if retrieved_only:
-            p = fq.sorted_items()[0]
-            return fq.once(key, lambda: fq.per_query_sum((y > 0) & (p > 0)))
-        return fq.relevant_count()
+        return fq.relevant_per_query(retrieved_only)
     row, rank = fq.ranks(retrieved_only)
     return fq.once(("hits", k, retrieved_only), lambda: _rows_sum(fq, row, rank < k))
 
