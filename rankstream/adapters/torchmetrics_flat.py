@@ -327,20 +327,36 @@ def _key(tensors: tuple[torch.Tensor, ...], ignore_index: int | None) -> tuple:
 def flat_queries(
     inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     ignore_index: int | None,
-    make: Callable[[], tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    make: Callable[[], tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]],
+    user: Any,
 ) -> FlatQueries:
-    """The :class:`FlatQueries` of these input tensors ``(preds, target, indexes)``: the last
-    one made where the same tensor objects, unchanged since (their version), come again with
-    the same ``ignore_index``; else a new one from ``make()`` (the flat ``(indexes, preds,
-    target)``), kept until the inputs are freed or other inputs come."""
+    """The :class:`FlatQueries` of these input tensors ``(preds, target, indexes)`` for the
+    metric ``user``: the last one made, where the same tensor objects come again unchanged
+    (their version: an in-place write changes it) with the same ``ignore_index`` and this
+    metric has not read it yet (so a metric updated twice with the same tensors, refilled
+    in a way that escapes the version count, reads them again); else a new one from
+    ``make()`` (the flat ``(indexes, preds, target, integer_target)``). The one batch kept
+    lives until other inputs come or the inputs are freed."""
     key = _key(inputs, ignore_index)
-    hit = _LAST.get("key") == key and all(r() is t for r, t in zip(_LAST["refs"], inputs, strict=True))
-    if hit:
+    if (
+        _LAST.get("key") == key
+        and all(r() is t for r, t in zip(_LAST["refs"], inputs, strict=True))
+        and not _read_by(user)
+    ):
+        _LAST["users"][id(user)] = weakref.ref(user)
         return _LAST["value"]
     fq = FlatQueries(*make())
     _LAST.clear()
-    _LAST.update(key=key, refs=tuple(weakref.ref(t, _forget) for t in inputs), value=fq)
+    refs = tuple(weakref.ref(t, _forget) for t in inputs)
+    _LAST.update(key=key, refs=refs, value=fq, users={id(user): weakref.ref(user)})
     return fq
+
+
+def _read_by(user: Any) -> bool:
+    """Whether ``user`` read the cached batch already (by identity: a metric's hash follows
+    its state)."""
+    ref = _LAST["users"].get(id(user))
+    return ref is not None and ref() is user
 
 
 def _forget(_: Any) -> None:

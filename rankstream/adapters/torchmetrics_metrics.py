@@ -168,6 +168,7 @@ class RetrievalListMetric(Metric):
             (preds, target, indexes),
             self.ignore_index,
             lambda: _items(preds, target, indexes, self.ignore_index),
+            self,
         )
         if not self.graded and (bad := fq.bad_binary()) is not None:
             raise ValueError(f"target must hold binary values (0 or 1) for {type(self).__name__}, got {bad}")
