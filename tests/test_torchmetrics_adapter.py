@@ -485,3 +485,29 @@ def test_collection_groups_and_ranks_each_batch_once(monkeypatch: pytest.MonkeyP
     single.update(preds, target, indexes + 2000)
     single.update(preds, target, indexes + 3000)
     assert len(made) == 9
+
+
+def test_dense_relevance_takes_the_kernel_path_with_the_same_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rankstream.adapters import torchmetrics_flat, torchmetrics_metrics
+
+    grouped = []
+    real = torchmetrics_metrics.group_by_query
+    monkeypatch.setattr(torchmetrics_metrics, "group_by_query", lambda *a: grouped.append(1) or real(*a))
+    monkeypatch.setattr(torchmetrics_flat, "DENSE_TOP_K", 0)  # every batch "dense": the kernels
+    monkeypatch.setattr(torchmetrics_flat, "DENSE_WHOLE", 0)
+    preds, target, indexes = tied_data(23)
+    plain = untied(preds, indexes)
+    for name in TIED:
+        for top_k in (None, 3):
+            ours, peer = both(name, top_k=top_k)
+            ours.update(preds, target, indexes)
+            peer.update(plain, target, indexes)
+            assert close(ours.compute(), peer.compute()), (name, top_k)
+    preds, target, indexes = flat_data(24, graded=True)
+    for top_k in (None, 3):
+        ours, peer = both("RetrievalNormalizedDCG", top_k=top_k)
+        ours.update(preds, target, indexes)
+        peer.update(preds, target, indexes)
+        assert close(ours.compute(), peer.compute()), top_k
+    # the kernels: precision@3, recall@3, MAP and nDCG twice, MRR and hit rate where best scores tie
+    assert len(grouped) >= 2 * len(TIED) - 2

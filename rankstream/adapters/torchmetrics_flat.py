@@ -43,6 +43,11 @@ _COUNT = torch.int32
 #: the most values compared at a time when ranking the relevant items (rows of ``L``): a
 #: chunk's rows stay in cache (on one thread, 2^16 took about half the time of 2^20)
 CHUNK = 1 << 16
+#: the most relevant items per query, on average, ranked by comparison with a cut-off ``k``
+#: and over the whole query: past it, ``O(R L)`` comparisons cost more than the kernel's
+#: top-k (or sort) of the padded lists, which then evaluates the batch (one thread, queries
+#: of 20 to 180 items: the two met near 7 items per query at ``k = 10`` and 40 without ``k``)
+DENSE_TOP_K, DENSE_WHOLE = 8, 32
 
 
 class FlatQueries:
@@ -209,12 +214,12 @@ class FlatQueries:
 
         return self.once(("ranks", retrieved_only), make)
 
-    def first_rank(self, retrieved_only: bool) -> torch.Tensor:
+    def first_rank(self, retrieved_only: bool) -> torch.Tensor | None:
         """Per query, the rank of its best ranked relevant item (int64; ``L`` when none): the
         items above its best relevant score, where no other item ties with that score (else
-        the least rank of :meth:`ranks`)."""
+        the least rank of :meth:`ranks`; None where those are too many, :meth:`sparse`)."""
 
-        def make() -> torch.Tensor:
+        def make() -> torch.Tensor | None:
             p = self.sorted_items()[0]
             scores = self.padded_scores()
             best = self.padded(torch.where(self.relevant(retrieved_only), p, float("-inf"))).amax(1)
@@ -222,6 +227,8 @@ class FlatQueries:
             found = self.relevant_per_query(retrieved_only) > 0
             tied = found & ((scores == best[:, None]).sum(1, dtype=_COUNT) > 1)
             if bool(tied.any()):
+                if not self.sparse(retrieved_only, None):
+                    return None
                 row, rank = self.ranks(retrieved_only)
                 least = torch.full_like(above, self.width()).scatter_reduce_(0, row, rank, "amin")
                 above = torch.where(tied, least, above)
@@ -235,6 +242,12 @@ class FlatQueries:
         row = self.relevant_items(False)[0]
         above, equal = self.compared(False)
         return row, above.to(torch.int64), equal.to(torch.int64)
+
+    def sparse(self, retrieved_only: bool, k: int | None) -> bool:
+        """Whether the relevant items are few enough to rank by comparison for a cut-off
+        ``k`` (:data:`DENSE_TOP_K`, :data:`DENSE_WHOLE`)."""
+        most = DENSE_WHOLE if k is None else DENSE_TOP_K
+        return int(self.relevant_items(retrieved_only)[0].shape[0]) <= most * self.n_queries()
 
     def n_queries(self) -> int:
         return int(self.sorted_items()[2].shape[0])
@@ -261,29 +274,38 @@ def hits(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor:
     return fq.once(("hits", k, retrieved_only), lambda: _rows_sum(fq, row, rank < k))
 
 
-def precision(fq: FlatQueries, k: int | None, adaptive: bool, retrieved_only: bool) -> torch.Tensor:
+def precision(fq: FlatQueries, k: int | None, adaptive: bool, retrieved_only: bool) -> torch.Tensor | None:
+    if k is not None and not fq.sparse(retrieved_only, k):
+        return None
     n = fq.sizes()
     den = n if k is None else (torch.clamp(n, max=k) if adaptive else torch.full_like(n, float(k)))
     return hits(fq, k, retrieved_only) / den
 
 
-def recall(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor:
+def recall(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor | None:
+    if k is not None and not fq.sparse(retrieved_only, k):
+        return None
     return _safe_div(hits(fq, k, retrieved_only), fq.relevant_count())
 
 
-def hit_rate(fq: FlatQueries, k: int | None) -> torch.Tensor:
+def hit_rate(fq: FlatQueries, k: int | None) -> torch.Tensor | None:
     if k is None:
         return (fq.relevant_count() > 0).to(torch.float64)
-    return (fq.first_rank(False) < k).to(torch.float64)
+    first = fq.first_rank(False)
+    return None if first is None else (first < k).to(torch.float64)
 
 
-def reciprocal_rank(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor:
+def reciprocal_rank(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor | None:
     first = fq.first_rank(retrieved_only)
+    if first is None:
+        return None
     found = first < min(_cut(k), fq.width())
     return torch.where(found, 1.0 / (first + 1).to(torch.float64), 0.0)
 
 
-def average_precision(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor:
+def average_precision(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor | None:
+    if not fq.sparse(retrieved_only, k):
+        return None
     row, rank = fq.ranks(retrieved_only)
     # the items grouped by query already: order them by rank within each query
     order = torch.sort(row * (int(rank.max()) + 1 if rank.numel() else 1) + rank).indices
@@ -295,7 +317,9 @@ def average_precision(fq: FlatQueries, k: int | None, retrieved_only: bool) -> t
     return _safe_div(_rows_sum(fq, row_s, terms), _rows_sum(fq, row_s, inside))
 
 
-def ndcg(fq: FlatQueries, k: int | None) -> torch.Tensor:
+def ndcg(fq: FlatQueries, k: int | None) -> torch.Tensor | None:
+    if not fq.sparse(False, k):
+        return None
     row, above, equal = fq.tie_groups()
     _, y, _ = fq.sorted_items()
     pos = fq.relevant_items(False)[2]

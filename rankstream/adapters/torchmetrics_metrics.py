@@ -362,7 +362,7 @@ class _Row:
     name: str
     doc: str
     kernel: Callable[[Any, int], ListKernel]
-    values: Callable[[Any, FlatQueries], torch.Tensor] | None = None
+    values: Callable[[Any, FlatQueries], torch.Tensor | None] | None = None
     top_k: bool = True
     adaptive_k: bool = False
     options: tuple[tuple[str, Any, str], ...] = ()
