@@ -177,14 +177,14 @@ class FlatQueries:
         Rows of at most :data:`CHUNK` values at a time."""
 
         def make() -> tuple[torch.Tensor, torch.Tensor]:
-            row, col, _ = self.relevant_items(retrieved_only)
+            row, _, pos = self.relevant_items(retrieved_only)
             scores = self.padded_scores()
+            values = self.sorted_items()[0].index_select(0, pos)[:, None]
             step = max(1, CHUNK // max(int(scores.shape[1]), 1))
             above, equal = [], []
             for a in range(0, int(row.shape[0]), step):
-                r, c = row[a : a + step], col[a : a + step]
-                rows = scores.index_select(0, r)
-                own = scores[r, c][:, None]
+                rows = scores.index_select(0, row[a : a + step])
+                own = values[a : a + step]
                 above.append((rows > own).sum(1, dtype=_COUNT))
                 equal.append((rows == own).sum(1, dtype=_COUNT))
             if not above:
@@ -200,15 +200,16 @@ class FlatQueries:
         another, only) the equal items before it."""
 
         def make() -> tuple[torch.Tensor, torch.Tensor]:
-            row, col, _ = self.relevant_items(retrieved_only)
+            row, col, pos = self.relevant_items(retrieved_only)
             above, equal = self.compared(retrieved_only)
             rank = above.to(torch.int64)
             tied = torch.nonzero(equal > 1)[:, 0]
             if tied.numel():
                 scores = self.padded_scores()
                 r, c = row[tied], col[tied]
+                own = self.sorted_items()[0].index_select(0, pos[tied])[:, None]
                 earlier = torch.arange(scores.shape[1], device=scores.device) < c[:, None]
-                before = ((scores.index_select(0, r) == scores[r, c][:, None]) & earlier).sum(1)
+                before = ((scores.index_select(0, r) == own) & earlier).sum(1)
                 rank = rank.index_add_(0, tied, before)
             return row, rank
 
