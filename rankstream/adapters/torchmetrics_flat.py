@@ -139,7 +139,7 @@ class FlatQueries:
 
     def relevant_count(self) -> torch.Tensor:
         """Per query, the items with target ``> 0``, float64."""
-        return self.once("n_rel", lambda: self.per_query_sum(self.sorted_items()[1] > 0))
+        return self.once("n_rel", lambda: self.per_query_sum(self.relevant(False)))
 
     # -- ranks ----------------------------------------------------------------------------
     def relevant(self, retrieved_only: bool) -> torch.Tensor:
@@ -223,7 +223,10 @@ class FlatQueries:
         def make() -> torch.Tensor | None:
             p = self.sorted_items()[0]
             scores = self.padded_scores()
-            best = self.padded(torch.where(self.relevant(retrieved_only), p, float("-inf"))).amax(1)
+            lengths = self.sorted_items()[2]
+            best = torch.segment_reduce(
+                torch.where(self.relevant(retrieved_only), p, float("-inf")), "max", lengths=lengths
+            )
             above = (scores > best[:, None]).sum(1, dtype=_COUNT).to(torch.int64)
             found = self.relevant_per_query(retrieved_only) > 0
             tied = found & ((scores == best[:, None]).sum(1, dtype=_COUNT) > 1)
