@@ -171,39 +171,54 @@ class FlatQueries:
 
         return self.once(("relevant", retrieved_only), make)
 
-    def compared(self, retrieved_only: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(above, equal)`` of the relevant items (as :meth:`relevant_items`): the items of
-        the query scored above each and those scored equal to it (itself included), int32.
-        Rows of at most :data:`CHUNK` values at a time."""
+    def _count(self, retrieved_only: bool, which: torch.Tensor | None, equal: bool) -> torch.Tensor:
+        """Per relevant item (``which``: those of :meth:`relevant_items` at these indices;
+        None: all), the items of its query scored above it (``equal``: equal to it, itself
+        included), int32. Rows of at most :data:`CHUNK` values at a time."""
+        row, _, pos = self.relevant_items(retrieved_only)
+        if which is not None:
+            row, pos = row[which], pos[which]
+        scores = self.padded_scores()
+        values = self.sorted_items()[0].index_select(0, pos)[:, None]
+        step = max(1, CHUNK // max(int(scores.shape[1]), 1))
+        parts = []
+        for a in range(0, int(row.shape[0]), step):
+            rows = scores.index_select(0, row[a : a + step])
+            own = values[a : a + step]
+            parts.append((rows == own if equal else rows > own).sum(1, dtype=_COUNT))
+        return torch.cat(parts) if parts else torch.zeros(0, dtype=_COUNT, device=row.device)
 
-        def make() -> tuple[torch.Tensor, torch.Tensor]:
-            row, _, pos = self.relevant_items(retrieved_only)
-            scores = self.padded_scores()
-            values = self.sorted_items()[0].index_select(0, pos)[:, None]
-            step = max(1, CHUNK // max(int(scores.shape[1]), 1))
-            above, equal = [], []
-            for a in range(0, int(row.shape[0]), step):
-                rows = scores.index_select(0, row[a : a + step])
-                own = values[a : a + step]
-                above.append((rows > own).sum(1, dtype=_COUNT))
-                equal.append((rows == own).sum(1, dtype=_COUNT))
-            if not above:
-                empty = torch.zeros(0, dtype=_COUNT, device=row.device)
-                return empty, empty
-            return torch.cat(above), torch.cat(equal)
+    def above(self, retrieved_only: bool) -> torch.Tensor:
+        """Per relevant item (as :meth:`relevant_items`), the items of its query scored above
+        it, int32."""
+        return self.once(("above", retrieved_only), lambda: self._count(retrieved_only, None, False))
 
-        return self.once(("compared", retrieved_only), make)
+    def equal(self, retrieved_only: bool, k: int | None) -> torch.Tensor:
+        """Per relevant item, the items of its query scored equal to it (itself included),
+        int32, read only for the items with fewer than ``k`` items above (None: all); 1 for
+        the others (ranked ``k`` or later whatever their ties: no metric cut at ``k`` reads
+        more of them)."""
 
-    def ranks(self, retrieved_only: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        def make() -> torch.Tensor:
+            above = self.above(retrieved_only)
+            if k is None:
+                return self._count(retrieved_only, None, True)
+            near = torch.nonzero(above < k)[:, 0]
+            out = torch.ones_like(above)
+            return out.index_copy_(0, near, self._count(retrieved_only, near, True))
+
+        return self.once(("equal", retrieved_only, k), make)
+
+    def ranks(self, retrieved_only: bool, k: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(row, rank)`` of the relevant items: ``rank`` 0-based with ties broken by
         position (earlier first), int64: the items above, plus (for the items tied with
-        another, only) the equal items before it."""
+        another, only) the equal items before it. With a cut-off ``k``, exact below ``k``
+        and ``>= k`` elsewhere."""
 
         def make() -> tuple[torch.Tensor, torch.Tensor]:
             row, col, pos = self.relevant_items(retrieved_only)
-            above, equal = self.compared(retrieved_only)
-            rank = above.to(torch.int64)
-            tied = torch.nonzero(equal > 1)[:, 0]
+            rank = self.above(retrieved_only).to(torch.int64)
+            tied = torch.nonzero(self.equal(retrieved_only, k) > 1)[:, 0]
             if tied.numel():
                 scores = self.padded_scores()
                 r, c = row[tied], col[tied]
@@ -213,7 +228,7 @@ class FlatQueries:
                 rank = rank.index_add_(0, tied, before)
             return row, rank
 
-        return self.once(("ranks", retrieved_only), make)
+        return self.once(("ranks", retrieved_only, k), make)
 
     def first_rank(self, retrieved_only: bool) -> torch.Tensor | None:
         """Per query, the rank of its best ranked relevant item (int64; ``L`` when none): the
@@ -240,12 +255,11 @@ class FlatQueries:
 
         return self.once(("first", retrieved_only), make)
 
-    def tie_groups(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(row, above, equal)`` of the items with target ``> 0`` (as :meth:`compared`),
-        int64."""
+    def tie_groups(self, k: int | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(row, above, equal)`` of the items with target ``> 0`` (:meth:`above`,
+        :meth:`equal` at ``k``), int64."""
         row = self.relevant_items(False)[0]
-        above, equal = self.compared(False)
-        return row, above.to(torch.int64), equal.to(torch.int64)
+        return row, self.above(False).to(torch.int64), self.equal(False, k).to(torch.int64)
 
     def sparse(self, retrieved_only: bool, k: int | None) -> bool:
         """Whether the relevant items are few enough to rank by comparison for a cut-off
@@ -274,7 +288,7 @@ def hits(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor:
     """Per query, the relevant items ranked below ``k`` (None: every one), float64."""
     if k is None:
         return fq.relevant_per_query(retrieved_only)
-    row, rank = fq.ranks(retrieved_only)
+    row, rank = fq.ranks(retrieved_only, k)
     return fq.once(("hits", k, retrieved_only), lambda: _rows_sum(fq, row, rank < k))
 
 
@@ -310,7 +324,7 @@ def reciprocal_rank(fq: FlatQueries, k: int | None, retrieved_only: bool) -> tor
 def average_precision(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor | None:
     if not fq.sparse(retrieved_only, k):
         return None
-    row, rank = fq.ranks(retrieved_only)
+    row, rank = fq.ranks(retrieved_only, k)
     # the items grouped by query already: order them by rank within each query
     order = torch.sort(row * (int(rank.max()) + 1 if rank.numel() else 1) + rank).indices
     row_s, rank_s = row[order], rank[order]
@@ -324,7 +338,7 @@ def average_precision(fq: FlatQueries, k: int | None, retrieved_only: bool) -> t
 def ndcg(fq: FlatQueries, k: int | None) -> torch.Tensor | None:
     if not fq.sparse(False, k):
         return None
-    row, above, equal = fq.tie_groups()
+    row, above, equal = fq.tie_groups(k)
     _, y, _ = fq.sorted_items()
     pos = fq.relevant_items(False)[2]
     gains = y[pos].to(torch.float64)
