@@ -55,7 +55,7 @@ def _fresh(metric, preds: torch.Tensor, target: torch.Tensor, indexes: torch.Ten
 
 def run(quick: bool = False) -> list[dict]:
     preds, target, indexes = make_data(200 if quick else 1000)
-    repeat = 5 if quick else 11
+    repeat = 5 if quick else 21
     case = f"{int(indexes.numel()):,} items, {int(indexes.max()) + 1:,} queries"
     rows = []
     for name in NAMES:

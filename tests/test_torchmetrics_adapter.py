@@ -511,3 +511,17 @@ def test_dense_relevance_takes_the_kernel_path_with_the_same_values(monkeypatch:
         assert close(ours.compute(), peer.compute()), top_k
     # the kernels: precision@3, recall@3, MAP and nDCG twice, MRR and hit rate where best scores tie
     assert len(grouped) >= 2 * len(TIED) - 2
+
+
+def test_the_kept_batch_goes_with_its_inputs() -> None:
+    import gc
+
+    from rankstream.adapters import torchmetrics_flat
+
+    preds, target, indexes = flat_data(32)
+    metric = rt.RetrievalMRR(top_k=3)
+    metric.update(preds, target, indexes)
+    assert torchmetrics_flat._LAST[0] is not None
+    del preds, target, indexes
+    gc.collect()
+    assert torchmetrics_flat._LAST[0] is None  # nothing of the batch outlives the inputs

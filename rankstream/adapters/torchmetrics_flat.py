@@ -10,7 +10,9 @@ core's ``ties="first"``; padding last), is a count over its row:
     ``rank_j = #{i : s_i > s_j} + #{i < j : s_i = s_j}``  (0-based)
 
 so only the ``R`` relevant items are ranked: ``O(R L)`` comparisons, against the ``O(Q L log
-L)`` of a sort (``R`` is a few per query in retrieval data). From these ranks, with
+L)`` of a sort (``R`` is a few per query in retrieval data); the equal scores are counted only
+where a cut-off ``k`` needs them (fewer than ``k`` items above), the earlier ones only for the
+items tied with another. From these ranks, with
 ``h = #{relevant j : rank_j < k}`` and the retrieved relevant items of torchmetrics (scored
 ``> 0`` unless ``nonpositive_retrieved``):
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -359,7 +362,17 @@ def ndcg(fq: FlatQueries, k: int | None) -> torch.Tensor | None:
 
 
 # -- the cache: one batch, keyed by the inputs' identity and version --------------------------
-_LAST: dict[str, Any] = {}
+@dataclass
+class _Entry:
+    key: tuple
+    refs: tuple[weakref.ref, ...]
+    value: FlatQueries
+    #: the metrics that read it, by id (a metric's hash follows its state)
+    users: dict[int, weakref.ref]
+
+
+#: the one batch kept (a list of one, replaced whole: a reader sees an entry or none)
+_LAST: list[_Entry | None] = [None]
 
 
 def _key(tensors: tuple[torch.Tensor, ...], ignore_index: int | None) -> tuple:
@@ -380,31 +393,33 @@ def flat_queries(
     ``make()`` (the flat ``(indexes, preds, target, integer_target)``). The one batch kept
     lives until other inputs come or the inputs are freed."""
     key = _key(inputs, ignore_index)
+    entry = _LAST[0]
     if (
-        _LAST.get("key") == key
-        and all(r() is t for r, t in zip(_LAST["refs"], inputs, strict=True))
-        and not _read_by(user)
+        entry is not None
+        and entry.key == key
+        and all(r() is t for r, t in zip(entry.refs, inputs, strict=True))
+        and not _read_by(entry, user)
     ):
-        _LAST["users"][id(user)] = weakref.ref(user)
-        return _LAST["value"]
+        entry.users[id(user)] = weakref.ref(user)
+        return entry.value
     fq = FlatQueries(*make())
-    _LAST.clear()
     refs = tuple(weakref.ref(t, _forget) for t in inputs)
-    _LAST.update(key=key, refs=refs, value=fq, users={id(user): weakref.ref(user)})
+    _LAST[0] = _Entry(key, refs, fq, {id(user): weakref.ref(user)})
     return fq
 
 
-def _read_by(user: Any) -> bool:
-    """Whether ``user`` read the cached batch already (by identity: a metric's hash follows
-    its state)."""
-    ref = _LAST["users"].get(id(user))
+def _read_by(entry: _Entry, user: Any) -> bool:
+    ref = entry.users.get(id(user))
     return ref is not None and ref() is user
 
 
-def _forget(_: Any) -> None:
-    _LAST.clear()
+def _forget(ref: weakref.ref) -> None:
+    """An input tensor was freed: drop the batch made from it."""
+    entry = _LAST[0]
+    if entry is not None and any(r is ref for r in entry.refs):
+        _LAST[0] = None
 
 
 def clear_cache() -> None:
     """Drop the cached batch."""
-    _LAST.clear()
+    _LAST[0] = None
