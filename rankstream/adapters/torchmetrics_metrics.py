@@ -2,10 +2,14 @@
 
 Each metric takes torchmetrics' flat input, ``update(preds, target, indexes)`` (any shape, one
 shape for the three; flattened), groups the items into lists by query id on the input's device
-(:func:`~rankstream.core.grouping.group_by_query`) and evaluates every list with a core kernel.
-Its state is sums (``dist_reduce_fx="sum"``) and a running maximum and minimum
-(``"max"``/``"min"``) of the per-query values, so DDP, ``MetricCollection``, Lightning's
-``self.log`` and ``torch.save`` of ``state_dict()`` work as for any torchmetrics metric:
+(:func:`~rankstream.core.grouping.group_by_query`) and evaluates every list with a core kernel,
+or (precision, recall, MAP, MRR, hit rate, nDCG, with few relevant items per query) ranks the
+relevant items by comparison (:mod:`~rankstream.adapters.torchmetrics_flat`: the same values;
+the checked, grouped batch shared by the metrics updated with the same tensors). The classes
+are derived from one row each (:data:`ROWS`). Its state is sums (``dist_reduce_fx="sum"``)
+and a running maximum and minimum (``"max"``/``"min"``) of the per-query values, so DDP,
+``MetricCollection``, Lightning's ``self.log`` and ``torch.save`` of ``state_dict()`` work as
+for any torchmetrics metric:
 
 * ``value_sum = sum_q w_q v_q`` and ``weight_sum = sum_q w_q`` over the queries with a relevant
   item (``w_q = 1``; GAUC: the query's number of items),
