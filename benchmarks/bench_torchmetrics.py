@@ -1,12 +1,16 @@
-"""rankstream.torchmetrics against torchmetrics on flat items with query ids, and the cost of
-grouping them.
+"""rankstream.torchmetrics against torchmetrics on flat items with query ids, the cost of
+grouping them, and a ``MetricCollection``.
 
 About 100,000 items in 1,000 queries of ragged length (20 to 180 items), 5% relevant, ids in
 order (and shuffled: a sort by id first). For each metric, one ``update`` of every item then
 ``compute`` of a fresh metric, ours and torchmetrics' (which stores every prediction and groups
 them by query in ``compute``), interleaved; ``top_k=10`` and torchmetrics' default (the whole
-list). Then what grouping adds: nDCG@10 on the lists already padded (an Ignite update of
-``(scores, labels, mask)``) against the same after ``group_by_query`` of the flat items.
+list). Ours starts from fresh inputs every time (the batch cache emptied: no metric reuses
+another's grouping). Then what grouping adds: nDCG@10 on the lists already padded (an Ignite
+update of ``(scores, labels, mask)``) against the same after ``group_by_query`` of the flat
+items. Last, a ``MetricCollection`` of five metrics at ``top_k=10`` against the five metrics
+updated one by one (each grouping the batch again) and against torchmetrics' collection.
+``--threads N`` sets torch's intra-op threads (default: torch's own choice).
 """
 
 from __future__ import annotations
@@ -15,14 +19,24 @@ import argparse
 
 import torch
 import torchmetrics.retrieval as peer
+from torchmetrics import MetricCollection
 
 import rankstream.torchmetrics as ours
 from benchmarks.common import interleaved_ms, markdown_table
+from rankstream.adapters.torchmetrics_flat import clear_cache
 from rankstream.core.grouping import group_by_query
 from rankstream.ignite import NDCG
 
 COLUMNS = ["case", "metric", "ms", "torchmetrics ms", "torchmetrics / ours"]
-NAMES = ["RetrievalNormalizedDCG", "RetrievalMAP", "RetrievalMRR", "RetrievalPrecision", "RetrievalRecall"]
+NAMES = ["RetrievalNormalizedDCG", "RetrievalMAP", "RetrievalMRR", "RetrievalPrecision", "RetrievalRecall",
+         "RetrievalHitRate"]  # fmt: skip
+COLLECTION = [
+    "RetrievalNormalizedDCG",
+    "RetrievalMAP",
+    "RetrievalMRR",
+    "RetrievalPrecision",
+    "RetrievalRecall",
+]
 
 
 def make_data(queries: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -33,32 +47,42 @@ def make_data(queries: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, 
     return torch.randn(n, generator=g), (torch.rand(n, generator=g) < 0.05).long(), indexes
 
 
+def _fresh(metric, preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
+    clear_cache()
+    metric.update(preds, target, indexes=indexes)
+    return metric.compute()
+
+
 def run(quick: bool = False) -> list[dict]:
     preds, target, indexes = make_data(200 if quick else 1000)
-    repeat = 5 if quick else 11
+    repeat = 5 if quick else 21
     case = f"{int(indexes.numel()):,} items, {int(indexes.max()) + 1:,} queries"
     rows = []
     for name in NAMES:
         for top_k in (10, None):
             mine, theirs = getattr(ours, name), getattr(peer, name)
-
-            def one(cls, top_k=top_k):
-                metric = cls(top_k=top_k)
-                metric.update(preds, target, indexes=indexes)
-                return metric.compute()
-
-            t = interleaved_ms({"ours": lambda m=mine: one(m), "peer": lambda m=theirs: one(m)}, repeat, 1)
-            rows.append(_row(case, f"{name}(top_k={top_k})", t))
+            fns = {
+                "ours": lambda m=mine, k=top_k: _fresh(m(top_k=k), preds, target, indexes),
+                "peer": lambda m=theirs, k=top_k: _fresh(m(top_k=k), preds, target, indexes),
+            }
+            rows.append(_row(case, f"{name}(top_k={top_k})", interleaved_ms(fns, repeat, 1)))
     perm = torch.randperm(int(indexes.numel()), generator=torch.Generator().manual_seed(1))
     shuffled = (preds[perm], target[perm], indexes[perm])
+    fns = {
+        "ours": lambda: _fresh(ours.RetrievalNormalizedDCG(top_k=10), *shuffled),
+        "peer": lambda: _fresh(peer.RetrievalNormalizedDCG(top_k=10), *shuffled),
+    }
+    rows.append(
+        _row(case + ", ids shuffled", "RetrievalNormalizedDCG(top_k=10)", interleaved_ms(fns, repeat, 1))
+    )
+    rows.append(_grouping_row(case, preds, target, indexes, repeat))
+    rows.extend(_collection_rows(case, preds, target, indexes, repeat))
+    return rows
 
-    def flat(p, y, i):
-        metric = ours.RetrievalNormalizedDCG(top_k=10)
-        metric.update(p, y, indexes=i)
-        return metric.compute()
 
-    t = interleaved_ms({"ours": lambda: flat(*shuffled), "peer": lambda: _peer_ndcg(*shuffled)}, repeat, 1)
-    rows.append(_row(case + ", ids shuffled", "RetrievalNormalizedDCG(top_k=10)", t))
+def _grouping_row(
+    case: str, preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor, repeat: int
+) -> dict:
     scores, labels, mask, _ = group_by_query(indexes, preds, target)
     padded = (scores, labels.float(), {"mask": mask})
 
@@ -74,10 +98,32 @@ def run(quick: bool = False) -> list[dict]:
         return metric.compute()
 
     t = interleaved_ms({"padded": on_padded, "grouped": grouped}, repeat, 1)
-    rows.append({"case": case, "metric": "nDCG@10: group_by_query + update vs the padded update",
-                 "ms": t["grouped"], "torchmetrics ms": "",
-                 "torchmetrics / ours": f"{t['grouped'] / t['padded']:.2f}x the padded update"})  # fmt: skip
-    return rows
+    return {"case": case, "metric": "nDCG@10: group_by_query + update vs the padded update",
+            "ms": t["grouped"], "torchmetrics ms": "",
+            "torchmetrics / ours": f"{t['grouped'] / t['padded']:.2f}x the padded update"}  # fmt: skip
+
+
+def _collection_rows(
+    case: str, preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor, repeat: int
+) -> list[dict]:
+    def collection(module):
+        clear_cache()
+        metrics = MetricCollection({n: getattr(module, n)(top_k=10) for n in COLLECTION})
+        metrics.update(preds, target, indexes=indexes)
+        return metrics.compute()
+
+    def singles():
+        return [_fresh(getattr(ours, n)(top_k=10), preds, target, indexes) for n in COLLECTION]
+
+    fns = {"ours": lambda: collection(ours), "singles": singles, "peer": lambda: collection(peer)}
+    t = interleaved_ms(fns, repeat, 1)
+    label = f"MetricCollection of {len(COLLECTION)} (top_k=10)"
+    return [
+        _row(case, label, t),
+        {"case": case, "metric": f"{label} vs the {len(COLLECTION)} metrics one by one",
+         "ms": t["ours"], "torchmetrics ms": "",
+         "torchmetrics / ours": f"{t['ours'] / t['singles']:.2f}x the singles ({t['singles']:.3g} ms)"},
+    ]  # fmt: skip
 
 
 def _row(case: str, metric: str, t: dict[str, float]) -> dict:
@@ -85,13 +131,11 @@ def _row(case: str, metric: str, t: dict[str, float]) -> dict:
             "torchmetrics / ours": t["peer"] / t["ours"]}  # fmt: skip
 
 
-def _peer_ndcg(p: torch.Tensor, y: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
-    metric = peer.RetrievalNormalizedDCG(top_k=10)
-    metric.update(p, y, indexes=i)
-    return metric.compute()
-
-
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    print(markdown_table(run(ap.parse_args().quick), COLUMNS))
+    ap.add_argument("--threads", type=int, default=None, help="torch's intra-op threads")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(markdown_table(run(args.quick), COLUMNS))

@@ -381,3 +381,147 @@ def test_import_error_names_the_extra() -> None:
     message, cause = import_error("rankstream.torchmetrics", ("torchmetrics",))
     assert 'pip install "rankstream[torchmetrics]"' in message and "torchmetrics" in message
     assert cause == "torchmetrics"
+
+
+# -- ranks by comparison: tied scores, the chunks, the batch shared by a MetricCollection -----
+def tied_data(seed: int, dtype: torch.dtype = torch.float32) -> tuple:
+    """Ragged queries (1 to 30 items) in random order, scores on a coarse grid (many exact
+    ties, ``-0.0`` against ``0.0`` among them) with a few ``-inf``, binary targets."""
+    g = torch.Generator().manual_seed(seed)
+    sizes = torch.randint(1, 31, (40,), generator=g)
+    indexes = torch.repeat_interleave(torch.randperm(40, generator=g), sizes)
+    n = indexes.shape[0]
+    preds = torch.round(torch.randn(n, generator=g, dtype=torch.float64) * 2) / 2
+    preds[torch.rand(n, generator=g) < 0.05] = float("-inf")
+    target = (torch.rand(n, generator=g) < 0.3).long()
+    perm = torch.randperm(n, generator=g)
+    return preds[perm].to(dtype), target[perm], indexes[perm]
+
+
+def untied(preds: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
+    """Scores without ties in the order of ties broken by arrival (the earlier item first),
+    each query's positive scores kept positive and the others negative: torchmetrics' input
+    for the same ranking."""
+    out = torch.empty(preds.shape, dtype=torch.float64)
+    for q in torch.unique(indexes).tolist():
+        where = torch.nonzero(indexes == q)[:, 0].tolist()
+        ranked = sorted(range(len(where)), key=lambda j: (-float(preds[where[j]]), j))
+        for r, j in enumerate(ranked):
+            positive = float(preds[where[j]]) > 0
+            out[where[j]] = float(len(where) - r) if positive else -float(r + 1)
+    return out
+
+
+TIED = ["RetrievalPrecision", "RetrievalRecall", "RetrievalMAP", "RetrievalMRR", "RetrievalHitRate"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", TIED)
+def test_tied_scores_rank_the_earlier_item_first(name: str, dtype: torch.dtype) -> None:
+    preds, target, indexes = tied_data(21, dtype)
+    plain = untied(preds, indexes)
+    for top_k, adaptive in [(None, False), (1, False), (3, False), (3, True), (40, False)]:
+        if adaptive and name != "RetrievalPrecision":
+            continue
+        kw: dict = {"top_k": top_k, **({"adaptive_k": True} if adaptive else {})}
+        ours, peer = both(name, **kw)
+        ours.update(preds, target, indexes)
+        peer.update(plain, target, indexes)
+        assert close(ours.compute(), peer.compute()), (name, kw, float(ours.compute()), float(peer.compute()))
+
+
+def test_chunked_ranks_equal_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rankstream.adapters import torchmetrics_flat
+
+    preds, target, indexes = tied_data(22)
+    plain = untied(preds, indexes)
+    monkeypatch.setattr(torchmetrics_flat, "CHUNK", 7)  # below a row: one row at a time
+    for name in TIED:
+        ours, peer = both(name, top_k=4)
+        ours.update(preds, target, indexes)
+        peer.update(plain, target, indexes)
+        assert close(ours.compute(), peer.compute()), name
+
+
+def test_collection_groups_and_ranks_each_batch_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rankstream.adapters import torchmetrics_flat
+
+    made = []
+    real = torchmetrics_flat.FlatQueries.__init__
+
+    def counted(self, *args):
+        made.append(1)
+        real(self, *args)
+
+    monkeypatch.setattr(torchmetrics_flat.FlatQueries, "__init__", counted)
+    names = [
+        "RetrievalNormalizedDCG",
+        "RetrievalMAP",
+        "RetrievalMRR",
+        "RetrievalPrecision",
+        "RetrievalRecall",
+    ]
+    preds, target, indexes = flat_data(31, n_queries=30)
+    ours = MetricCollection({n: getattr(rt, n)(top_k=5) for n in names})
+    peer = MetricCollection({n: getattr(tmr, n)(top_k=5) for n in names})
+    ours.update(preds, target, indexes)
+    peer.update(preds.clone(), target, indexes)  # torchmetrics keeps the tensors it is given
+    assert len(made) == 1  # five metrics, one grouping
+    singles = {n: getattr(rt, n)(top_k=5) for n in names}
+    for m in singles.values():
+        m.update(preds.clone(), target.clone(), indexes.clone())
+    assert len(made) == 6  # new tensors: grouped again
+    got, want = ours.compute(), peer.compute()
+    assert all(close(got[n], want[n]) and close(got[n], singles[n].compute()) for n in names), (got, want)
+    # an in-place write changes the tensors' version: the next update reads the new values
+    preds.mul_(-1.0)
+    ours.update(preds, target, indexes + 1000)
+    peer.update(preds.clone(), target, indexes + 1000)
+    assert len(made) == 7
+    got, want = ours.compute(), peer.compute()
+    assert all(close(got[n], want[n]) for n in names), (got, want)
+    # one metric updated twice with the same tensors reads them again (refilled buffers)
+    single = rt.RetrievalMAP(top_k=5)
+    single.update(preds, target, indexes + 2000)
+    single.update(preds, target, indexes + 3000)
+    assert len(made) == 9
+
+
+def test_dense_relevance_takes_the_kernel_path_with_the_same_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rankstream.adapters import torchmetrics_flat, torchmetrics_metrics
+
+    grouped = []
+    real = torchmetrics_metrics.group_by_query
+    monkeypatch.setattr(torchmetrics_metrics, "group_by_query", lambda *a: grouped.append(1) or real(*a))
+    monkeypatch.setattr(torchmetrics_flat, "DENSE_TOP_K", 0)  # every batch "dense": the kernels
+    monkeypatch.setattr(torchmetrics_flat, "DENSE_WHOLE", 0)
+    preds, target, indexes = tied_data(23)
+    plain = untied(preds, indexes)
+    for name in TIED:
+        for top_k in (None, 3):
+            ours, peer = both(name, top_k=top_k)
+            ours.update(preds, target, indexes)
+            peer.update(plain, target, indexes)
+            assert close(ours.compute(), peer.compute()), (name, top_k)
+    preds, target, indexes = flat_data(24, graded=True)
+    for top_k in (None, 3):
+        ours, peer = both("RetrievalNormalizedDCG", top_k=top_k)
+        ours.update(preds, target, indexes)
+        peer.update(preds, target, indexes)
+        assert close(ours.compute(), peer.compute()), top_k
+    # the kernels: precision@3, recall@3, MAP and nDCG twice, MRR and hit rate where best scores tie
+    assert len(grouped) >= 2 * len(TIED) - 2
+
+
+def test_the_kept_batch_goes_with_its_inputs() -> None:
+    import gc
+
+    from rankstream.adapters import torchmetrics_flat
+
+    preds, target, indexes = flat_data(32)
+    metric = rt.RetrievalMRR(top_k=3)
+    metric.update(preds, target, indexes)
+    assert torchmetrics_flat._LAST[0] is not None
+    del preds, target, indexes
+    gc.collect()
+    assert torchmetrics_flat._LAST[0] is None  # nothing of the batch outlives the inputs

@@ -2,10 +2,14 @@
 
 Each metric takes torchmetrics' flat input, ``update(preds, target, indexes)`` (any shape, one
 shape for the three; flattened), groups the items into lists by query id on the input's device
-(:func:`~rankstream.core.grouping.group_by_query`) and evaluates every list with a core kernel.
-Its state is sums (``dist_reduce_fx="sum"``) and a running maximum and minimum
-(``"max"``/``"min"``) of the per-query values, so DDP, ``MetricCollection``, Lightning's
-``self.log`` and ``torch.save`` of ``state_dict()`` work as for any torchmetrics metric:
+(:func:`~rankstream.core.grouping.group_by_query`) and evaluates every list with a core kernel,
+or (precision, recall, MAP, MRR, hit rate, nDCG, with few relevant items per query) ranks the
+relevant items by comparison (:mod:`~rankstream.adapters.torchmetrics_flat`: the same values;
+the checked, grouped batch shared by the metrics updated with the same tensors). The classes
+are derived from one row each (:data:`ROWS`). Its state is sums (``dist_reduce_fx="sum"``)
+and a running maximum and minimum (``"max"``/``"min"``) of the per-query values, so DDP,
+``MetricCollection``, Lightning's ``self.log`` and ``torch.save`` of ``state_dict()`` work as
+for any torchmetrics metric:
 
 * ``value_sum = sum_q w_q v_q`` and ``weight_sum = sum_q w_q`` over the queries with a relevant
   item (``w_q = 1``; GAUC: the query's number of items),
@@ -30,12 +34,17 @@ mode stores the predictions).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torchmetrics import Metric
 
+from rankstream.adapters import torchmetrics_flat as by_rank
+from rankstream.adapters.ignite_derive import derived_class, parameters
+from rankstream.adapters.torchmetrics_flat import FlatQueries, flat_queries
 from rankstream.adapters.torchmetrics_kernels import RETRIEVED, RetrievedMAPKernel, RetrievedRecallKernel
 from rankstream.core.grouping import check_query_mode, group_by_query, split_open_query
 from rankstream.core.lists.auc import AUCKernel, GAUCKernel
@@ -59,6 +68,25 @@ def _check_top_k(top_k: int | None) -> int | None:
     if top_k is not None and not (isinstance(top_k, int) and not isinstance(top_k, bool) and top_k > 0):
         raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
     return top_k
+
+
+def _items(
+    preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor, ignore_index: int | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+    """The flat ``(indexes, preds, target)``, ``ignore_index`` removed, target as ``preds``'
+    dtype, and whether the target came as integers; a ``ValueError`` on no item, a non-finite
+    target or a NaN score."""
+    indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
+    if ignore_index is not None:
+        keep = target != ignore_index
+        indexes, preds, target = indexes[keep], preds[keep], target[keep]
+    if indexes.numel() == 0:
+        raise ValueError("preds, target and indexes must hold at least one item (after ignore_index)")
+    if target.is_floating_point() and not bool(torch.isfinite(target).all()):
+        raise ValueError("target must be finite")
+    if bool(torch.isnan(preds).any()):
+        raise ValueError("preds must not hold NaN")
+    return indexes, preds, target.to(preds.dtype), not target.is_floating_point()
 
 
 class RetrievalListMetric(Metric):
@@ -122,8 +150,9 @@ class RetrievalListMetric(Metric):
             self.add_state("closed_max", default=torch.full((), low, dtype=torch.long), dist_reduce_fx="max")
 
     # -- input ----------------------------------------------------------------------------
-    def _flat(self, preds: Any, target: Any, indexes: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The checked flat items, ``ignore_index`` removed."""
+    def _flat(self, preds: Any, target: Any, indexes: Any) -> FlatQueries:
+        """The checked flat items, ``ignore_index`` removed (shared with the other metrics
+        updated with the same tensors: :func:`~rankstream.adapters.torchmetrics_flat.flat_queries`)."""
         if indexes is None:
             raise ValueError("indexes cannot be None: pass the query id of every item")
         for name, x in (("preds", preds), ("target", target), ("indexes", indexes)):
@@ -142,48 +171,61 @@ class RetrievalListMetric(Metric):
             raise ValueError(
                 f"target must be a tensor of booleans, integers or floats, got dtype {target.dtype}"
             )
-        indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
-        if self.ignore_index is not None:
-            keep = target != self.ignore_index
-            indexes, preds, target = indexes[keep], preds[keep], target[keep]
-        if indexes.numel() == 0:
-            raise ValueError("preds, target and indexes must hold at least one item (after ignore_index)")
-        if target.is_floating_point() and not bool(torch.isfinite(target).all()):
-            raise ValueError("target must be finite")
-        target = target.to(preds.dtype)
-        if not self.graded and bool((target * (1.0 - target)).any()):  # 0 exactly at 0 and 1
-            bad = target[(target != 0) & (target != 1)][0].item()
+        fq = flat_queries(
+            (preds, target, indexes),
+            self.ignore_index,
+            lambda: _items(preds, target, indexes, self.ignore_index),
+            self,
+        )
+        if not self.graded and (bad := fq.bad_binary()) is not None:
             raise ValueError(f"target must hold binary values (0 or 1) for {type(self).__name__}, got {bad}")
-        if self.graded and bool((target < 0).any()):
-            raise ValueError(f"target must be >= 0, got {target.min().item()}")
-        if bool(torch.isnan(preds).any()):
-            raise ValueError("preds must not hold NaN")
-        return indexes, preds, target
+        if self.graded and (low := fq.target_min()) < 0:
+            raise ValueError(f"target must be >= 0, got {low}")
+        return fq
 
     # -- one group of items ---------------------------------------------------------------
+    def flat_values(self, fq: FlatQueries) -> torch.Tensor | None:
+        """The per-query values ``(Q,)`` float64 read off the flat items by comparison
+        (:mod:`~rankstream.adapters.torchmetrics_flat`), None where the kernel evaluates the
+        padded lists."""
+        return None
+
+    @property
+    def _retrieved_only(self) -> bool:
+        return self.coded and not self.nonpositive_retrieved
+
     def _stats(
         self, indexes: torch.Tensor, preds: torch.Tensor, target: torch.Tensor
     ) -> dict[str, torch.Tensor]:
         """The state's terms of the queries of these items (each query whole)."""
+        return self._stats_of(FlatQueries(indexes, preds, target))
+
+    def _stats_of(self, fq: FlatQueries) -> dict[str, torch.Tensor]:
         dt = torch.float64
-        dev = preds.device
+        dev = fq.preds.device
         out = {name: torch.zeros((), dtype=dt, device=dev) for name in _SUMS}
         out["value_max"] = torch.full((), -torch.inf, dtype=dt, device=dev)
         out["value_min"] = torch.full((), torch.inf, dtype=dt, device=dev)
-        if indexes.numel() == 0:
+        if fq.indexes.numel() == 0:
             return out
-        if self.coded:  # 2: relevant and retrieved; 1: relevant, scored <= 0 (on the flat items)
-            target = target * (
-                RETRIEVED if self.nonpositive_retrieved else torch.where(preds > 0, RETRIEVED, 1.0)
-            )
-        scores, labels, mask, _ = group_by_query(indexes, preds, target)
-        positives = labels.sum(dim=1)  # padding holds 0
-        empty = positives == 0
-        if self.both_classes:
-            empty = empty | (positives == mask.sum(dim=1))
-        values, _, weights = self.kernel.per_list(scores, labels, mask)
-        v = values[:, 0].to(dt)
-        w = weights.to(dt)
+        v = self.flat_values(fq)
+        if v is not None:
+            empty = fq.relevant_count() == 0
+            w = torch.ones_like(v)
+        else:
+            indexes, preds, target = fq.indexes, fq.preds, fq.target
+            if self.coded:  # 2: relevant and retrieved; 1: relevant, scored <= 0 (on the flat items)
+                target = target * (
+                    RETRIEVED if self.nonpositive_retrieved else torch.where(preds > 0, RETRIEVED, 1.0)
+                )
+            scores, labels, mask, _ = group_by_query(indexes, preds, target)
+            positives = labels.sum(dim=1)  # padding holds 0
+            empty = positives == 0
+            if self.both_classes:
+                empty = empty | (positives == mask.sum(dim=1))
+            values, _, weights = self.kernel.per_list(scores, labels, mask)
+            v = values[:, 0].to(dt)
+            w = weights.to(dt)
         full = ~empty
         out["value_sum"] = torch.where(full, w * v, 0.0).sum()
         out["weight_sum"] = torch.where(full, w, 0.0).sum()
@@ -212,10 +254,11 @@ class RetrievalListMetric(Metric):
         """Add a batch of flat items: ``preds`` (scores), ``target`` (relevance) and ``indexes``
         (the query id of each item), one shape for the three. Bad input raises before the
         state changes."""
-        indexes, preds, target = self._flat(preds, target, indexes)
+        fq = self._flat(preds, target, indexes)
         if self.query_mode == "whole":
-            self._add(self._stats(indexes, preds, target))
+            self._add(self._stats_of(fq))
             return
+        indexes, preds, target = fq.indexes, fq.preds, fq.target
         if self.query_mode == "any":
             self.carry_indexes.append(indexes)
             self.carry_preds.append(preds)
@@ -269,26 +312,8 @@ class RetrievalListMetric(Metric):
 
 
 # ------------------------------------------------------------------------------------------
-# The metrics, under torchmetrics' names and arguments
+# The metrics, under torchmetrics' names and arguments: one row each, one derived class each
 # ------------------------------------------------------------------------------------------
-def _metric_args(
-    compute_on_cpu: bool,
-    dist_sync_on_step: bool,
-    process_group: Any,
-    dist_sync_fn: Callable[..., Any] | None,
-    sync_on_compute: bool,
-    compute_with_cache: bool,
-) -> dict[str, Any]:
-    return {
-        "compute_on_cpu": compute_on_cpu,
-        "dist_sync_on_step": dist_sync_on_step,
-        "process_group": process_group,
-        "dist_sync_fn": dist_sync_fn,
-        "sync_on_compute": sync_on_compute,
-        "compute_with_cache": compute_with_cache,
-    }
-
-
 def _k(top_k: int | None) -> int:
     return WHOLE_LIST if top_k is None else top_k
 
@@ -306,290 +331,239 @@ _ARGS_DOC = """
         compute_on_cpu, dist_sync_on_step, process_group, dist_sync_fn, sync_on_compute,
             compute_with_cache: as ``torchmetrics.Metric``."""
 
+#: torchmetrics.Metric's own arguments, last and keyword-only in every signature
+_METRIC_ARGS = (
+    ("compute_on_cpu", False, "bool"),
+    ("dist_sync_on_step", False, "bool"),
+    ("process_group", None, "Any"),
+    ("dist_sync_fn", None, "Callable[..., Any] | None"),
+    ("sync_on_compute", True, "bool"),
+    ("compute_with_cache", True, "bool"),
+)
 
-class RetrievalPrecision(RetrievalListMetric):
-    """Precision@k per query, ``hits@k / k`` (torchmetrics ``RetrievalPrecision``): ``k`` is
-    ``top_k`` (None: the query's size), ``min(top_k, n)`` with ``adaptive_k``. Items scored
-    ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) unless ``nonpositive_retrieved=True``.
+
+@dataclass(frozen=True)
+class _Row:
+    """One metric of the adapter.
+
+    Attributes:
+        name: the class name (torchmetrics').
+        doc: the docstring's opening (formula, peer, conventions).
+        kernel: the core kernel, from the metric (its options set) and the cut-off ``k``.
+        values: the per-query values by comparison
+            (:meth:`RetrievalListMetric.flat_values`), or None: the kernel's.
+        top_k: takes torchmetrics' ``top_k`` (None: the whole query).
+        adaptive_k: takes ``adaptive_k`` (precision).
+        options: its own keyword-only options ``(name, default, annotation)``, set as
+            attributes before the kernel is built.
+        nonpositive: takes ``nonpositive_retrieved`` (else every item is retrieved).
+        empty: the default ``empty_target_action``.
+        flags: the class attributes of :class:`RetrievalListMetric` it sets (``coded``,
+            ``graded``, ``both_classes``).
+        parent: the class (of an earlier row) it derives from; None: :class:`RetrievalListMetric`.
     """
 
-    coded = True
-
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        top_k: int | None = None,
-        adaptive_k: bool = False,
-        aggregation: str = "mean",
-        *,
-        query_mode: str = "whole",
-        nonpositive_retrieved: bool = False,
-        compute_on_cpu: bool = False,
-        dist_sync_on_step: bool = False,
-        process_group: Any = None,
-        dist_sync_fn: Callable[..., Any] | None = None,
-        sync_on_compute: bool = True,
-        compute_with_cache: bool = True,
-    ) -> None:
-        if not isinstance(adaptive_k, bool):
-            raise ValueError(f"adaptive_k must be a bool, got {adaptive_k!r}")
-        self.top_k, self.adaptive_k = _check_top_k(top_k), adaptive_k
-        den = "valid" if top_k is None or adaptive_k else "k"
-        kernel = PrecisionKernel(_k(top_k), denominator=den, empty="zero", relevance_threshold=RETRIEVED)
-        super().__init__(
-            kernel, empty_target_action=empty_target_action, ignore_index=ignore_index,
-            aggregation=aggregation, query_mode=query_mode, nonpositive_retrieved=nonpositive_retrieved,
-            metric_args=_metric_args(compute_on_cpu, dist_sync_on_step, process_group, dist_sync_fn,
-                                     sync_on_compute, compute_with_cache),
-        )  # fmt: skip
+    name: str
+    doc: str
+    kernel: Callable[[Any, int], ListKernel]
+    values: Callable[[Any, FlatQueries], torch.Tensor | None] | None = None
+    top_k: bool = True
+    adaptive_k: bool = False
+    options: tuple[tuple[str, Any, str], ...] = ()
+    nonpositive: bool = True
+    empty: str = "neg"
+    flags: dict[str, bool] = field(default_factory=dict)
+    parent: str | None = None
 
 
-class _TopK(RetrievalListMetric):
-    """A metric with torchmetrics' ``top_k`` (None: the whole query) and nothing else."""
-
-    def make_kernel(self, k: int) -> ListKernel:
-        raise NotImplementedError
-
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        top_k: int | None = None,
-        aggregation: str = "mean",
-        *,
-        query_mode: str = "whole",
-        nonpositive_retrieved: bool = False,
-        compute_on_cpu: bool = False,
-        dist_sync_on_step: bool = False,
-        process_group: Any = None,
-        dist_sync_fn: Callable[..., Any] | None = None,
-        sync_on_compute: bool = True,
-        compute_with_cache: bool = True,
-    ) -> None:
-        self.top_k = _check_top_k(top_k)
-        super().__init__(
-            self.make_kernel(_k(top_k)), empty_target_action=empty_target_action, ignore_index=ignore_index,
-            aggregation=aggregation, query_mode=query_mode, nonpositive_retrieved=nonpositive_retrieved,
-            metric_args=_metric_args(compute_on_cpu, dist_sync_on_step, process_group, dist_sync_fn,
-                                     sync_on_compute, compute_with_cache),
-        )  # fmt: skip
+def _signature(row: _Row) -> inspect.Signature:
+    """The constructor's signature (``self`` first): torchmetrics' positional arguments, then
+    the row's options, ``query_mode``, ``nonpositive_retrieved`` and the Metric's own."""
+    positional = [("empty_target_action", row.empty, "str"), ("ignore_index", None, "int | None")]
+    positional += [("top_k", None, "int | None")] if row.top_k else []
+    positional += [("adaptive_k", False, "bool")] if row.adaptive_k else []
+    positional += [("aggregation", "mean", "str")]
+    keyword = [*row.options, ("query_mode", "whole", "str")]
+    keyword += [("nonpositive_retrieved", False, "bool")] if row.nonpositive else []
+    return inspect.Signature(
+        [
+            inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            *parameters(positional),
+            *parameters([*keyword, *_METRIC_ARGS], inspect.Parameter.KEYWORD_ONLY),
+        ],
+        return_annotation="None",
+    )
 
 
-class RetrievalRecall(_TopK):
-    """Recall@k per query, ``hits@k / R`` (torchmetrics ``RetrievalRecall``; ``R`` every
-    relevant item of the query). Items scored ``<= 0`` are not retrieved (torchmetrics >=
-    1.7.4) unless ``nonpositive_retrieved=True``."""
+def _builder(row: _Row) -> Callable[[Any, dict[str, Any]], None]:
+    """The constructor's body: the checked options, the kernel, then the metric."""
 
-    coded = True
+    def build(self: RetrievalListMetric, arguments: dict[str, Any]) -> None:
+        if row.adaptive_k and not isinstance(arguments["adaptive_k"], bool):
+            raise ValueError(f"adaptive_k must be a bool, got {arguments['adaptive_k']!r}")
+        if row.top_k:
+            self.top_k = _check_top_k(arguments["top_k"])
+        if row.adaptive_k:
+            self.adaptive_k = arguments["adaptive_k"]
+        for name, _, _ in row.options:
+            setattr(self, name, arguments[name])
+        RetrievalListMetric.__init__(
+            self,
+            row.kernel(self, _k(arguments["top_k"]) if row.top_k else WHOLE_LIST),
+            empty_target_action=arguments["empty_target_action"],
+            ignore_index=arguments["ignore_index"],
+            aggregation=arguments["aggregation"],
+            query_mode=arguments["query_mode"],
+            # no option: every item retrieved (the metrics without top_k), else as in torchmetrics
+            nonpositive_retrieved=arguments.get("nonpositive_retrieved", not row.top_k),
+            metric_args={name: arguments[name] for name, _, _ in _METRIC_ARGS},
+        )
 
-    def make_kernel(self, k: int) -> ListKernel:
-        return RetrievedRecallKernel(k, empty="zero", relevance_threshold=RETRIEVED)
-
-
-class RetrievalMAP(_TopK):
-    """Average precision@k per query, ``(1 / h@k) sum_{j <= k} rel_j P@j`` over the retrieved
-    relevant items (torchmetrics ``RetrievalMAP``: the mean precision at the relevant items in
-    the top ``k``). Items scored ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) unless
-    ``nonpositive_retrieved=True``."""
-
-    coded = True
-
-    def make_kernel(self, k: int) -> ListKernel:
-        return RetrievedMAPKernel(k, empty="zero", relevance_threshold=RETRIEVED)
-
-
-class RetrievalMRR(_TopK):
-    """Reciprocal rank@k per query, ``1 / j*`` of the first relevant item if ``j* <= k``
-    (torchmetrics ``RetrievalMRR``). Items scored ``<= 0`` are not retrieved (torchmetrics
-    >= 1.7.4) unless ``nonpositive_retrieved=True``."""
-
-    coded = True
-
-    def make_kernel(self, k: int) -> ListKernel:
-        return ReciprocalRankKernel(k, empty="zero", relevance_threshold=RETRIEVED)
+    return build
 
 
-class RetrievalHitRate(_TopK):
-    """Hit rate@k per query, 1 when a relevant item is in the top ``k`` (torchmetrics
-    ``RetrievalHitRate``; every item is retrieved, as there)."""
-
-    def make_kernel(self, k: int) -> ListKernel:
-        return HitRateKernel(k, empty="zero")
-
-
-class RetrievalNormalizedDCG(_TopK):
-    """nDCG@k per query with linear gains ``DCG@k = sum_{j <= k} y_(j) / log2(j + 1)`` over
-    the ideal ``IDCG@k``, tied scores averaged (torchmetrics ``RetrievalNormalizedDCG``,
-    scikit-learn's ``ndcg_score``); graded targets ``>= 0``."""
-
-    graded = True
-
-    def make_kernel(self, k: int) -> ListKernel:
-        return NDCGKernel(k, gain="linear_rank", relevance_threshold=None, ties="expected", empty="zero")
+def _metric_class(row: _Row, parent: type[RetrievalListMetric]) -> type[RetrievalListMetric]:
+    """The class of ``row``: a subclass of ``parent`` with the row's signature, flags,
+    per-query values and docstring (the opening and the arguments)."""
+    cls = derived_class(row.name, parent, __name__, _signature(row), "", _builder(row))
+    first, *rest = inspect.cleandoc(row.doc).splitlines()
+    cls.__doc__ = first + "".join(f"\n    {line}" for line in rest) + "\n" + _ARGS_DOC
+    for flag, value in row.flags.items():
+        setattr(cls, flag, value)
+    if row.values is not None:
+        cls.flat_values = lambda self, fq, f=row.values: f(self, fq)
+    return cls
 
 
-class RetrievalF1(_TopK):
-    """F1@k per query, ``2 h@k / (k + R)`` (the harmonic mean of P@k and R@k; ``k`` past the
-    query's size is its size with ``top_k=None`` only); every item is retrieved."""
-
-    def make_kernel(self, k: int) -> ListKernel:
-        return F1Kernel(k, empty="zero")
+def _precision_kernel(m: Any, k: int) -> ListKernel:
+    den = "valid" if m.top_k is None or m.adaptive_k else "k"
+    return PrecisionKernel(k, denominator=den, empty="zero", relevance_threshold=RETRIEVED)
 
 
-class _Whole(RetrievalListMetric):
-    """A metric without a cut-off."""
+ROWS: tuple[_Row, ...] = (
+    _Row(
+        "RetrievalPrecision",
+        """Precision@k per query, ``hits@k / k`` (torchmetrics ``RetrievalPrecision``): ``k`` is
+        ``top_k`` (None: the query's size), ``min(top_k, n)`` with ``adaptive_k``. Items scored
+        ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) unless ``nonpositive_retrieved=True``.""",
+        _precision_kernel,
+        lambda m, fq: by_rank.precision(fq, m.top_k, m.adaptive_k, m._retrieved_only),
+        adaptive_k=True,
+        flags={"coded": True},
+    ),
+    _Row(
+        "RetrievalRecall",
+        """Recall@k per query, ``hits@k / R`` (torchmetrics ``RetrievalRecall``; ``R`` every
+        relevant item of the query). Items scored ``<= 0`` are not retrieved (torchmetrics >=
+        1.7.4) unless ``nonpositive_retrieved=True``.""",
+        lambda m, k: RetrievedRecallKernel(k, empty="zero", relevance_threshold=RETRIEVED),
+        lambda m, fq: by_rank.recall(fq, m.top_k, m._retrieved_only),
+        flags={"coded": True},
+    ),
+    _Row(
+        "RetrievalMAP",
+        """Average precision@k per query, ``(1 / h@k) sum_{j <= k} rel_j P@j`` over the retrieved
+        relevant items (torchmetrics ``RetrievalMAP``: the mean precision at the relevant items in
+        the top ``k``). Items scored ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) unless
+        ``nonpositive_retrieved=True``.""",
+        lambda m, k: RetrievedMAPKernel(k, empty="zero", relevance_threshold=RETRIEVED),
+        lambda m, fq: by_rank.average_precision(fq, m.top_k, m._retrieved_only),
+        flags={"coded": True},
+    ),
+    _Row(
+        "RetrievalMRR",
+        """Reciprocal rank@k per query, ``1 / j*`` of the first relevant item if ``j* <= k``
+        (torchmetrics ``RetrievalMRR``). Items scored ``<= 0`` are not retrieved (torchmetrics
+        >= 1.7.4) unless ``nonpositive_retrieved=True``.""",
+        lambda m, k: ReciprocalRankKernel(k, empty="zero", relevance_threshold=RETRIEVED),
+        lambda m, fq: by_rank.reciprocal_rank(fq, m.top_k, m._retrieved_only),
+        flags={"coded": True},
+    ),
+    _Row(
+        "RetrievalHitRate",
+        """Hit rate@k per query, 1 when a relevant item is in the top ``k`` (torchmetrics
+        ``RetrievalHitRate``; every item is retrieved, as there).""",
+        lambda m, k: HitRateKernel(k, empty="zero"),
+        lambda m, fq: by_rank.hit_rate(fq, m.top_k),
+    ),
+    _Row(
+        "RetrievalNormalizedDCG",
+        """nDCG@k per query with linear gains ``DCG@k = sum_{j <= k} y_(j) / log2(j + 1)`` over
+        the ideal ``IDCG@k``, tied scores averaged (torchmetrics ``RetrievalNormalizedDCG``,
+        scikit-learn's ``ndcg_score``); graded targets ``>= 0``.""",
+        lambda m, k: NDCGKernel(
+            k, gain="linear_rank", relevance_threshold=None, ties="expected", empty="zero"
+        ),
+        lambda m, fq: by_rank.ndcg(fq, m.top_k),
+        flags={"graded": True},
+    ),
+    _Row(
+        "RetrievalF1",
+        """F1@k per query, ``2 h@k / (k + R)`` (the harmonic mean of P@k and R@k; ``k`` past the
+        query's size is its size with ``top_k=None`` only); every item is retrieved.""",
+        lambda m, k: F1Kernel(k, empty="zero"),
+    ),
+    _Row(
+        "RetrievalRPrecision",
+        """R-precision per query, the relevant items among the top ``R`` over ``R`` (torchmetrics
+        ``RetrievalRPrecision``).""",
+        lambda m, k: RPrecisionKernel(empty="zero"),
+        top_k=False,
+        nonpositive=False,
+    ),
+    _Row(
+        "RetrievalAUC",
+        """Per-query ROC AUC, ties counting one half (scikit-learn's ``roc_auc_score`` of the
+        query), averaged over the queries with both classes (TorchRec's ``GAUCMetric``). A query
+        missing either class is "empty": skipped by default.""",
+        lambda m, k: AUCKernel(empty="zero"),
+        top_k=False,
+        nonpositive=False,
+        empty="skip",
+        flags={"both_classes": True},
+    ),
+    _Row(
+        "RetrievalGAUC",
+        """Group AUC: the per-query AUC weighted by the query's number of items,
+        ``sum_q n_q AUC_q / sum_q n_q`` over the queries with both classes (the DIN paper's
+        impression-weighted GAUC). A query missing either class is skipped by default.""",
+        lambda m, k: GAUCKernel(empty="zero"),
+        top_k=False,
+        nonpositive=False,
+        empty="skip",
+        flags={"both_classes": True},
+        parent="RetrievalAUC",
+    ),
+    _Row(
+        "RetrievalERR",
+        """Expected reciprocal rank@k (Chapelle et al. 2009) per query on graded targets,
+        ``sum_{j <= k} (1 / j) R_j prod_{i < j} (1 - R_i)``, ``R = (2^y - 1) / 2^max_grade``.""",
+        lambda m, k: ERRKernel(k, max_grade=m.max_grade, empty="zero"),
+        options=(("max_grade", 4.0, "float"),),
+        nonpositive=False,
+        flags={"graded": True},
+    ),
+    _Row(
+        "RetrievalRBP",
+        """Rank-biased precision per query, ``(1 - p) sum_{j <= k} rel_j p^(j - 1)`` (Moffat and
+        Zobel; ``top_k=None``: the whole query), binary relevance (``graded=True``: the target as
+        the gain, in [0, 1]).""",
+        lambda m, k: RBPKernel(k, p=m.p, graded=m.graded, empty="zero"),
+        options=(("p", 0.8, "float"), ("graded", False, "bool")),
+        nonpositive=False,
+    ),
+)
 
-    def make_kernel(self) -> ListKernel:
-        raise NotImplementedError
-
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        aggregation: str = "mean",
-        *,
-        query_mode: str = "whole",
-        compute_on_cpu: bool = False,
-        dist_sync_on_step: bool = False,
-        process_group: Any = None,
-        dist_sync_fn: Callable[..., Any] | None = None,
-        sync_on_compute: bool = True,
-        compute_with_cache: bool = True,
-    ) -> None:
-        super().__init__(
-            self.make_kernel(), empty_target_action=empty_target_action, ignore_index=ignore_index,
-            aggregation=aggregation, query_mode=query_mode, nonpositive_retrieved=True,
-            metric_args=_metric_args(compute_on_cpu, dist_sync_on_step, process_group, dist_sync_fn,
-                                     sync_on_compute, compute_with_cache),
-        )  # fmt: skip
-
-
-class RetrievalRPrecision(_Whole):
-    """R-precision per query, the relevant items among the top ``R`` over ``R`` (torchmetrics
-    ``RetrievalRPrecision``)."""
-
-    def make_kernel(self) -> ListKernel:
-        return RPrecisionKernel(empty="zero")
-
-
-class RetrievalAUC(_Whole):
-    """Per-query ROC AUC, ties counting one half (scikit-learn's ``roc_auc_score`` of the
-    query), averaged over the queries with both classes (TorchRec's ``GAUCMetric``). A query
-    missing either class is "empty": skipped by default."""
-
-    both_classes = True
-
-    def make_kernel(self) -> ListKernel:
-        return AUCKernel(empty="zero")
-
-    def __init__(
-        self,
-        empty_target_action: str = "skip",
-        ignore_index: int | None = None,
-        aggregation: str = "mean",
-        *,
-        query_mode: str = "whole",
-        compute_on_cpu: bool = False,
-        dist_sync_on_step: bool = False,
-        process_group: Any = None,
-        dist_sync_fn: Callable[..., Any] | None = None,
-        sync_on_compute: bool = True,
-        compute_with_cache: bool = True,
-    ) -> None:
-        super().__init__(
-            empty_target_action, ignore_index, aggregation, query_mode=query_mode,
-            compute_on_cpu=compute_on_cpu, dist_sync_on_step=dist_sync_on_step, process_group=process_group,
-            dist_sync_fn=dist_sync_fn,
-            sync_on_compute=sync_on_compute, compute_with_cache=compute_with_cache,
-        )  # fmt: skip
-
-
-class RetrievalGAUC(RetrievalAUC):
-    """Group AUC: the per-query AUC weighted by the query's number of items,
-    ``sum_q n_q AUC_q / sum_q n_q`` over the queries with both classes (the DIN paper's
-    impression-weighted GAUC). A query missing either class is skipped by default."""
-
-    def make_kernel(self) -> ListKernel:
-        return GAUCKernel(empty="zero")
-
-
-class RetrievalERR(_TopK):
-    """Expected reciprocal rank@k (Chapelle et al. 2009) per query on graded targets,
-    ``sum_{j <= k} (1 / j) R_j prod_{i < j} (1 - R_i)``, ``R = (2^y - 1) / 2^max_grade``."""
-
-    graded = True
-
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        top_k: int | None = None,
-        aggregation: str = "mean",
-        *,
-        max_grade: float = 4.0,
-        query_mode: str = "whole",
-        compute_on_cpu: bool = False,
-        dist_sync_on_step: bool = False,
-        process_group: Any = None,
-        dist_sync_fn: Callable[..., Any] | None = None,
-        sync_on_compute: bool = True,
-        compute_with_cache: bool = True,
-    ) -> None:
-        self.max_grade = max_grade
-        super().__init__(
-            empty_target_action, ignore_index, top_k, aggregation, query_mode=query_mode,
-            compute_on_cpu=compute_on_cpu, dist_sync_on_step=dist_sync_on_step, process_group=process_group,
-            dist_sync_fn=dist_sync_fn, sync_on_compute=sync_on_compute, compute_with_cache=compute_with_cache,
-        )  # fmt: skip
-
-    def make_kernel(self, k: int) -> ListKernel:
-        return ERRKernel(k, max_grade=self.max_grade, empty="zero")
-
-
-class RetrievalRBP(_TopK):
-    """Rank-biased precision per query, ``(1 - p) sum_{j <= k} rel_j p^(j - 1)`` (Moffat and
-    Zobel; ``top_k=None``: the whole query), binary relevance (``graded=True``: the target as
-    the gain, in [0, 1])."""
-
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        top_k: int | None = None,
-        aggregation: str = "mean",
-        *,
-        p: float = 0.8,
-        graded: bool = False,
-        query_mode: str = "whole",
-        compute_on_cpu: bool = False,
-        dist_sync_on_step: bool = False,
-        process_group: Any = None,
-        dist_sync_fn: Callable[..., Any] | None = None,
-        sync_on_compute: bool = True,
-        compute_with_cache: bool = True,
-    ) -> None:
-        self.p, self.graded = p, graded
-        super().__init__(
-            empty_target_action, ignore_index, top_k, aggregation, query_mode=query_mode,
-            compute_on_cpu=compute_on_cpu, dist_sync_on_step=dist_sync_on_step, process_group=process_group,
-            dist_sync_fn=dist_sync_fn, sync_on_compute=sync_on_compute, compute_with_cache=compute_with_cache,
-        )  # fmt: skip
-
-    def make_kernel(self, k: int) -> ListKernel:
-        return RBPKernel(k, p=self.p, graded=self.graded, empty="zero")
-
-
-for _cls in (RetrievalPrecision, RetrievalRecall, RetrievalMAP, RetrievalMRR, RetrievalHitRate,
-             RetrievalNormalizedDCG, RetrievalF1, RetrievalRPrecision, RetrievalAUC, RetrievalGAUC,
-             RetrievalERR, RetrievalRBP):  # fmt: skip
-    _cls.__doc__ = (_cls.__doc__ or "").rstrip() + "\n" + _ARGS_DOC
-
+#: the classes by name, in the order of the module's exports
+CLASSES: dict[str, type[RetrievalListMetric]] = {}
+for _row in ROWS:
+    CLASSES[_row.name] = _metric_class(_row, CLASSES[_row.parent] if _row.parent else RetrievalListMetric)
+globals().update(CLASSES)  # where pickle looks a class up: this module, by its name
 CLASSES = {
-    cls.__name__: cls
-    for cls in (
-        RetrievalNormalizedDCG, RetrievalMAP, RetrievalMRR, RetrievalPrecision, RetrievalRecall,
-        RetrievalHitRate, RetrievalRPrecision, RetrievalAUC, RetrievalGAUC, RetrievalF1, RetrievalERR,
-        RetrievalRBP,
+    name: CLASSES[name]
+    for name in (
+        "RetrievalNormalizedDCG", "RetrievalMAP", "RetrievalMRR", "RetrievalPrecision", "RetrievalRecall",
+        "RetrievalHitRate", "RetrievalRPrecision", "RetrievalAUC", "RetrievalGAUC", "RetrievalF1",
+        "RetrievalERR", "RetrievalRBP",
     )
 }  # fmt: skip

@@ -9,7 +9,8 @@ Python loop over queries:
    ``ties="first"`` ranks the earlier item first, as on pre-padded lists), skipped where the
    ids arrive in order already (one comparison pass);
 2. the run lengths ``n_q`` of the sorted ids (``Q`` runs, ``L = max n_q``: one host read);
-3. each item's place in its run, ``j = i - start(q)``, and one scatter into ``(Q, L)`` arrays.
+3. the mask ``j < n_q`` of the ``(Q, L)`` places, filled row by row with the items in order
+   (one masked scatter per array: the items of run ``q`` land in places ``0 .. n_q - 1``).
 
 Padding is masked (``mask`` False): a masked item is not in the list, so the metrics see
 exactly the lists of the items given. Cost: one sort of ``N`` ids, a few ``O(N)`` passes and

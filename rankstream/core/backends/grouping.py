@@ -79,15 +79,12 @@ def _group_torch(indexes: Array, preds: Array, target: Array) -> tuple[Array, Ar
     ids, counts = torch.unique_consecutive(ids_sorted, return_counts=True)
     n_q = int(ids.shape[0])
     width = int(counts.max()) if n_q else 0
-    starts = torch.cumsum(counts, 0) - counts
-    row = torch.repeat_interleave(torch.arange(n_q, device=dev), counts)
-    flat = row * width + (torch.arange(n, device=dev) - torch.repeat_interleave(starts, counts))
-    size = n_q * width
-    scores = torch.zeros(size, dtype=preds.dtype, device=dev).index_copy_(0, flat, preds)
-    labels = torch.zeros(size, dtype=target.dtype, device=dev).index_copy_(0, flat, target)
-    mask = torch.zeros(size, dtype=torch.bool, device=dev).index_fill_(0, flat, True)
+    # the items fill each row's first n_q places, rows in order: one row-major scatter
+    mask = torch.arange(width, device=dev) < counts[:, None]
     shape = (n_q, width)
-    return scores.view(shape), labels.view(shape), mask.view(shape), ids
+    scores = torch.zeros(shape, dtype=preds.dtype, device=dev).masked_scatter_(mask, preds)
+    labels = torch.zeros(shape, dtype=target.dtype, device=dev).masked_scatter_(mask, target)
+    return scores, labels, mask, ids
 
 
 def _group_numpy(indexes: Array, preds: Array, target: Array) -> tuple[Array, Array, Array, Array]:

@@ -1,0 +1,425 @@
+"""Per-query values of the torchmetrics adapter's common metrics read off the flat items by
+comparison, with no ``topk`` and no sort of the queries' items.
+
+:class:`FlatQueries` holds one batch of checked flat items (whole queries) and computes, once
+and on demand, what several metrics read: the items sorted by query id (stable), the run
+lengths, the scores padded to ``(Q, L)`` with ``-inf``, per-query counts, and the rank of each
+relevant item. The rank of item ``j`` of a query, with ties ranking the earlier item first (the
+core's ``ties="first"``; padding last), is a count over its row:
+
+    ``rank_j = #{i : s_i > s_j} + #{i < j : s_i = s_j}``  (0-based)
+
+so only the ``R`` relevant items are ranked: ``O(R L)`` comparisons, against the ``O(Q L log
+L)`` of a sort (``R`` is a few per query in retrieval data); the equal scores are counted only
+where a cut-off ``k`` needs them (fewer than ``k`` items above), the earlier ones only for the
+items tied with another. From these ranks, with
+``h = #{relevant j : rank_j < k}`` and the retrieved relevant items of torchmetrics (scored
+``> 0`` unless ``nonpositive_retrieved``):
+
+* precision@k ``h / k`` (``min(k, n)`` with ``adaptive_k``, ``n`` without ``top_k``);
+* recall@k ``h / R`` (``R`` every relevant item of the query, retrieved or not);
+* hit rate@k ``[h > 0]`` (every relevant item retrieved);
+* reciprocal rank@k ``1 / (r* + 1)`` with ``r*`` the smallest rank, if ``r* < k``;
+* AP@k ``(1 / h) sum_m m / (r_m + 1)`` over the ``h`` ranks ``r_1 < r_2 < ...`` below ``k``;
+* nDCG@k with tied scores averaged: item ``j`` in a group of ``e_j`` equal scores starting
+  after ``a_j`` greater ones gets the mean discount of the group's places cut at ``k``,
+  ``(C(min(a_j + e_j, k)) - C(min(a_j, k))) / e_j`` with ``C(m) = sum_{p < m} 1 / log2(p + 2)``;
+  DCG@k ``sum_j y_j`` times that, over the ideal ``sum_{m < k} y_(m) / log2(m + 2)`` of the
+  query's gains sorted in decreasing order.
+
+These are the values of the core kernels the adapter uses elsewhere (tests compare both with
+torchmetrics, tied scores included). The batch is cached by the identity and version of the
+input tensors (:func:`flat_queries`), so the metrics of a ``MetricCollection`` updated with the
+same tensors group and rank them once.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+_COUNT = torch.int32
+#: the most values compared at a time when ranking the relevant items (rows of ``L``): a
+#: chunk's rows stay in cache (on one thread, 2^16 took about half the time of 2^20)
+CHUNK = 1 << 16
+#: the most relevant items per query, on average, ranked by comparison with a cut-off ``k``
+#: and over the whole query: past it, ``O(R L)`` comparisons cost more than the kernel's
+#: top-k (or sort) of the padded lists, which then evaluates the batch (one thread, queries
+#: of 20 to 180 items: the two met near 7 items per query at ``k = 10`` and 40 without ``k``)
+DENSE_TOP_K, DENSE_WHOLE = 8, 32
+
+
+class FlatQueries:
+    """Checked flat items ``(N,)`` of whole queries (``ignore_index`` removed; ``target`` as
+    ``preds``' dtype), grouped and ranked on demand (each piece computed once)."""
+
+    def __init__(
+        self, indexes: torch.Tensor, preds: torch.Tensor, target: torch.Tensor, integer_target: bool = False
+    ) -> None:
+        self.indexes, self.preds, self.target = indexes, preds, target
+        #: the target came as integers (or booleans): its values are whole numbers
+        self.integer_target = integer_target
+        self._memo: dict[Any, Any] = {}
+
+    def once(self, key: Any, make: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
+
+    # -- input checks (read once for every metric) ----------------------------------------
+    def bad_binary(self) -> float | None:
+        """A target value other than 0 and 1, or None (integer targets: one pass, their
+        extremes)."""
+
+        def make() -> float | None:
+            y = self.target
+            if self.integer_target:
+                low, high = self.target_range()
+                return None if low >= 0 and high <= 1 else (low if low < 0 else high)
+            bad = (y != 0) & (y != 1)
+            return float(y[bad][0]) if bool(bad.any()) else None
+
+        return self.once("bad_binary", make)
+
+    def target_range(self) -> tuple[float, float]:
+        def make() -> tuple[float, float]:
+            low, high = torch.aminmax(self.target)
+            return float(low), float(high)
+
+        return self.once("range", make)
+
+    def target_min(self) -> float:
+        return self.target_range()[0]
+
+    # -- grouping -------------------------------------------------------------------------
+    def sorted_items(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(preds, target, counts)``: the items in query-id order (stable) and the run
+        length of each query."""
+
+        def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            i, p, y = self.indexes, self.preds, self.target
+            if i.shape[0] > 1 and not bool((i[1:] >= i[:-1]).all()):
+                i, order = torch.sort(i, stable=True)
+                p, y = p[order], y[order]
+            _, counts = torch.unique_consecutive(i, return_counts=True)
+            return p, y, counts
+
+        return self.once("sorted", make)
+
+    def width(self) -> int:
+        return self.once("width", lambda: int(self.sorted_items()[2].max()))
+
+    def mask(self) -> torch.Tensor:
+        """``(Q, L)`` bool, True on the places of each query's items (its first ``n_q``)."""
+
+        def make() -> torch.Tensor:
+            counts = self.sorted_items()[2]
+            return torch.arange(self.width(), device=counts.device) < counts[:, None]
+
+        return self.once("mask", make)
+
+    def padded(self, flat: torch.Tensor) -> torch.Tensor:
+        """Flat sorted values ``(N,)`` in ``(Q, L)`` rows, ``-inf`` past each query's end."""
+        mask = self.mask()
+        full = torch.full(mask.shape, float("-inf"), dtype=flat.dtype, device=flat.device)
+        return full.masked_scatter_(mask, flat)
+
+    def padded_scores(self) -> torch.Tensor:
+        """``(Q, L)`` scores, ``-inf`` past each query's end (compares below every item)."""
+        return self.once("padded", lambda: self.padded(self.sorted_items()[0]))
+
+    def per_query_sum(self, x: torch.Tensor) -> torch.Tensor:
+        """Sums over each query's run of the sorted items, float64 ``(Q,)``."""
+        counts = self.sorted_items()[2]
+        return torch.segment_reduce(x.to(torch.float64), "sum", lengths=counts)
+
+    def sizes(self) -> torch.Tensor:
+        return self.once("sizes", lambda: self.sorted_items()[2].to(torch.float64))
+
+    def relevant_count(self) -> torch.Tensor:
+        """Per query, the items with target ``> 0``, float64."""
+        return self.once("n_rel", lambda: self.per_query_sum(self.relevant(False)))
+
+    # -- ranks ----------------------------------------------------------------------------
+    def relevant(self, retrieved_only: bool) -> torch.Tensor:
+        """The sorted items that are relevant (target ``> 0``; with ``retrieved_only`` also
+        scored ``> 0``), bool ``(N,)``."""
+
+        def make() -> torch.Tensor:
+            p, y, _ = self.sorted_items()
+            return (y > 0) & (p > 0) if retrieved_only else y > 0
+
+        return self.once(("rel", retrieved_only), make)
+
+    def relevant_per_query(self, retrieved_only: bool) -> torch.Tensor:
+        """Per query, its relevant items (as :meth:`relevant`), float64."""
+        if not retrieved_only:
+            return self.relevant_count()
+        return self.once(("n_rel", True), lambda: self.per_query_sum(self.relevant(True)))
+
+    def relevant_items(self, retrieved_only: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(row, col, position)`` of the relevant items (as :meth:`relevant`), in query order."""
+
+        def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            counts = self.sorted_items()[2]
+            pos = torch.nonzero(self.relevant(retrieved_only))[:, 0]
+            ends = torch.cumsum(counts, 0)
+            row = torch.searchsorted(ends, pos, right=True)
+            col = pos - (ends - counts)[row]
+            return row, col, pos
+
+        return self.once(("relevant", retrieved_only), make)
+
+    def _count(self, retrieved_only: bool, which: torch.Tensor | None, equal: bool) -> torch.Tensor:
+        """Per relevant item (``which``: those of :meth:`relevant_items` at these indices;
+        None: all), the items of its query scored above it (``equal``: equal to it, itself
+        included), int32. Rows of at most :data:`CHUNK` values at a time."""
+        row, _, pos = self.relevant_items(retrieved_only)
+        if which is not None:
+            row, pos = row[which], pos[which]
+        scores = self.padded_scores()
+        values = self.sorted_items()[0].index_select(0, pos)[:, None]
+        step = max(1, CHUNK // max(int(scores.shape[1]), 1))
+        parts = []
+        for a in range(0, int(row.shape[0]), step):
+            rows = scores.index_select(0, row[a : a + step])
+            own = values[a : a + step]
+            parts.append((rows == own if equal else rows > own).sum(1, dtype=_COUNT))
+        return torch.cat(parts) if parts else torch.zeros(0, dtype=_COUNT, device=row.device)
+
+    def above(self, retrieved_only: bool) -> torch.Tensor:
+        """Per relevant item (as :meth:`relevant_items`), the items of its query scored above
+        it, int32."""
+        return self.once(("above", retrieved_only), lambda: self._count(retrieved_only, None, False))
+
+    def equal(self, retrieved_only: bool, k: int | None) -> torch.Tensor:
+        """Per relevant item, the items of its query scored equal to it (itself included),
+        int32, read only for the items with fewer than ``k`` items above (None: all); 1 for
+        the others (ranked ``k`` or later whatever their ties: no metric cut at ``k`` reads
+        more of them)."""
+
+        def make() -> torch.Tensor:
+            above = self.above(retrieved_only)
+            if k is None:
+                return self._count(retrieved_only, None, True)
+            near = torch.nonzero(above < k)[:, 0]
+            out = torch.ones_like(above)
+            return out.index_copy_(0, near, self._count(retrieved_only, near, True))
+
+        return self.once(("equal", retrieved_only, k), make)
+
+    def ranks(self, retrieved_only: bool, k: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(row, rank)`` of the relevant items: ``rank`` 0-based with ties broken by
+        position (earlier first), int64: the items above, plus (for the items tied with
+        another, only) the equal items before it. With a cut-off ``k``, exact below ``k``
+        and ``>= k`` elsewhere."""
+
+        def make() -> tuple[torch.Tensor, torch.Tensor]:
+            row, col, pos = self.relevant_items(retrieved_only)
+            rank = self.above(retrieved_only).to(torch.int64)
+            tied = torch.nonzero(self.equal(retrieved_only, k) > 1)[:, 0]
+            if tied.numel():
+                scores = self.padded_scores()
+                r, c = row[tied], col[tied]
+                own = self.sorted_items()[0].index_select(0, pos[tied])[:, None]
+                earlier = torch.arange(scores.shape[1], device=scores.device) < c[:, None]
+                before = ((scores.index_select(0, r) == own) & earlier).sum(1)
+                rank = rank.index_add_(0, tied, before)
+            return row, rank
+
+        return self.once(("ranks", retrieved_only, k), make)
+
+    def first_rank(self, retrieved_only: bool) -> torch.Tensor | None:
+        """Per query, the rank of its best ranked relevant item (int64; ``L`` when none): the
+        items above its best relevant score, where no other item ties with that score (else
+        the least rank of :meth:`ranks`; None where those are too many, :meth:`sparse`)."""
+
+        def make() -> torch.Tensor | None:
+            p = self.sorted_items()[0]
+            scores = self.padded_scores()
+            lengths = self.sorted_items()[2]
+            best = torch.segment_reduce(
+                torch.where(self.relevant(retrieved_only), p, float("-inf")), "max", lengths=lengths
+            )
+            above = (scores > best[:, None]).sum(1, dtype=_COUNT).to(torch.int64)
+            found = self.relevant_per_query(retrieved_only) > 0
+            tied = found & ((scores == best[:, None]).sum(1, dtype=_COUNT) > 1)
+            if bool(tied.any()):
+                if not self.sparse(retrieved_only, None):
+                    return None
+                row, rank = self.ranks(retrieved_only)
+                least = torch.full_like(above, self.width()).scatter_reduce_(0, row, rank, "amin")
+                above = torch.where(tied, least, above)
+            return torch.where(found, above, self.width())
+
+        return self.once(("first", retrieved_only), make)
+
+    def tie_groups(self, k: int | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(row, above, equal)`` of the items with target ``> 0`` (:meth:`above`,
+        :meth:`equal` at ``k``), int64."""
+        row = self.relevant_items(False)[0]
+        return row, self.above(False).to(torch.int64), self.equal(False, k).to(torch.int64)
+
+    def sparse(self, retrieved_only: bool, k: int | None) -> bool:
+        """Whether the relevant items are few enough to rank by comparison for a cut-off
+        ``k`` (:data:`DENSE_TOP_K`, :data:`DENSE_WHOLE`)."""
+        most = DENSE_WHOLE if k is None else DENSE_TOP_K
+        return int(self.relevant_items(retrieved_only)[0].shape[0]) <= most * self.n_queries()
+
+    def n_queries(self) -> int:
+        return int(self.sorted_items()[2].shape[0])
+
+
+def _rows_sum(fq: FlatQueries, row: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(fq.n_queries(), dtype=torch.float64, device=row.device)
+    return out.index_add_(0, row, x.to(torch.float64))
+
+
+def _safe_div(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
+    return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
+
+
+def _cut(k: int | None) -> float:
+    return float("inf") if k is None else float(k)
+
+
+def hits(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor:
+    """Per query, the relevant items ranked below ``k`` (None: every one), float64."""
+    if k is None:
+        return fq.relevant_per_query(retrieved_only)
+    row, rank = fq.ranks(retrieved_only, k)
+    return fq.once(("hits", k, retrieved_only), lambda: _rows_sum(fq, row, rank < k))
+
+
+def precision(fq: FlatQueries, k: int | None, adaptive: bool, retrieved_only: bool) -> torch.Tensor | None:
+    if k is not None and not fq.sparse(retrieved_only, k):
+        return None
+    n = fq.sizes()
+    den = n if k is None else (torch.clamp(n, max=k) if adaptive else torch.full_like(n, float(k)))
+    return hits(fq, k, retrieved_only) / den
+
+
+def recall(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor | None:
+    if k is not None and not fq.sparse(retrieved_only, k):
+        return None
+    return _safe_div(hits(fq, k, retrieved_only), fq.relevant_count())
+
+
+def hit_rate(fq: FlatQueries, k: int | None) -> torch.Tensor | None:
+    if k is None:
+        return (fq.relevant_count() > 0).to(torch.float64)
+    first = fq.first_rank(False)
+    return None if first is None else (first < k).to(torch.float64)
+
+
+def reciprocal_rank(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor | None:
+    first = fq.first_rank(retrieved_only)
+    if first is None:
+        return None
+    found = first < min(_cut(k), fq.width())
+    return torch.where(found, 1.0 / (first + 1).to(torch.float64), 0.0)
+
+
+def average_precision(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor | None:
+    if not fq.sparse(retrieved_only, k):
+        return None
+    row, rank = fq.ranks(retrieved_only, k)
+    # the items grouped by query already: order them by rank within each query
+    order = torch.sort(row * (int(rank.max()) + 1 if rank.numel() else 1) + rank).indices
+    row_s, rank_s = row[order], rank[order]
+    starts = torch.searchsorted(row_s, row_s, right=False)
+    m = (torch.arange(row_s.shape[0], device=row.device) - starts + 1).to(torch.float64)
+    inside = rank_s < _cut(k)
+    terms = torch.where(inside, m / (rank_s + 1).to(torch.float64), 0.0)
+    return _safe_div(_rows_sum(fq, row_s, terms), _rows_sum(fq, row_s, inside))
+
+
+def ndcg(fq: FlatQueries, k: int | None) -> torch.Tensor | None:
+    if not fq.sparse(False, k):
+        return None
+    row, above, equal = fq.tie_groups(k)
+    _, y, _ = fq.sorted_items()
+    pos = fq.relevant_items(False)[2]
+    gains = y[pos].to(torch.float64)
+    width = fq.width()
+    cut = width if k is None else min(k, width)
+    places = torch.arange(width, dtype=torch.float64, device=y.device)
+    disc = torch.where(places < cut, 1.0 / torch.log2(places + 2.0), 0.0)
+    cum = torch.cat([torch.zeros(1, dtype=torch.float64, device=y.device), torch.cumsum(disc, 0)])
+    mean_disc = (cum[torch.clamp(above + equal, max=cut)] - cum[torch.clamp(above, max=cut)]) / equal
+    dcg = _rows_sum(fq, row, gains * mean_disc)
+    # ideal: the query's gains in decreasing order (rows in order: a stable sort by gain, then by row)
+    by_gain = torch.sort(gains, descending=True, stable=True).indices
+    by_row = by_gain[torch.sort(row[by_gain], stable=True).indices]
+    row_s = row[by_row]
+    place = torch.arange(row_s.shape[0], device=y.device) - torch.searchsorted(row_s, row_s, right=False)
+    ideal = _rows_sum(fq, row_s, gains[by_row] * disc[place])
+    return _safe_div(dcg, ideal)
+
+
+# -- the cache: one batch, keyed by the inputs' identity and version --------------------------
+@dataclass
+class _Entry:
+    key: tuple
+    refs: tuple[weakref.ref, ...]
+    value: FlatQueries
+    #: the metrics that read it, by id (a metric's hash follows its state)
+    users: dict[int, weakref.ref]
+
+
+#: the one batch kept (a list of one, replaced whole: a reader sees an entry or none)
+_LAST: list[_Entry | None] = [None]
+
+
+def _key(tensors: tuple[torch.Tensor, ...], ignore_index: int | None) -> tuple:
+    return (*((id(t), t._version) for t in tensors), ignore_index)
+
+
+def flat_queries(
+    inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    ignore_index: int | None,
+    make: Callable[[], tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]],
+    user: Any,
+) -> FlatQueries:
+    """The :class:`FlatQueries` of these input tensors ``(preds, target, indexes)`` for the
+    metric ``user``: the last one made, where the same tensor objects come again unchanged
+    (their version: an in-place write changes it) with the same ``ignore_index`` and this
+    metric has not read it yet (so a metric updated twice with the same tensors, refilled
+    in a way that escapes the version count, reads them again); else a new one from
+    ``make()`` (the flat ``(indexes, preds, target, integer_target)``). The one batch kept
+    lives until other inputs come or the inputs are freed."""
+    key = _key(inputs, ignore_index)
+    entry = _LAST[0]
+    if (
+        entry is not None
+        and entry.key == key
+        and all(r() is t for r, t in zip(entry.refs, inputs, strict=True))
+        and not _read_by(entry, user)
+    ):
+        entry.users[id(user)] = weakref.ref(user)
+        return entry.value
+    fq = FlatQueries(*make())
+    refs = tuple(weakref.ref(t, _forget) for t in inputs)
+    _LAST[0] = _Entry(key, refs, fq, {id(user): weakref.ref(user)})
+    return fq
+
+
+def _read_by(entry: _Entry, user: Any) -> bool:
+    ref = entry.users.get(id(user))
+    return ref is not None and ref() is user
+
+
+def _forget(ref: weakref.ref) -> None:
+    """An input tensor was freed: drop the batch made from it."""
+    entry = _LAST[0]
+    if entry is not None and any(r is ref for r in entry.refs):
+        _LAST[0] = None
+
+
+def clear_cache() -> None:
+    """Drop the cached batch."""
+    _LAST[0] = None
