@@ -205,7 +205,7 @@ def test_whole_query_state_stays_constant_where_torchmetrics_grows() -> None:
         ours.update(preds, target, base + 64 * step)
         if step < 5:
             peer.update(preds, target, base + 64 * step)
-    assert size(ours) == start == 6
+    assert size(ours) == start == 7  # six sums and the identity marker (compute groups)
     assert size(peer) == 5 * 3 * 4096  # indexes, preds and target of every item
     assert 0.0 < float(ours.compute()) < 1.0
 
@@ -525,3 +525,36 @@ def test_the_kept_batch_goes_with_its_inputs() -> None:
     del preds, target, indexes
     gc.collect()
     assert torchmetrics_flat._LAST[0] is None  # nothing of the batch outlives the inputs
+
+
+def test_a_collection_never_merges_different_metrics_whose_sums_agree_on_a_batch() -> None:
+    """MetricCollection's compute groups (on by default) merge metrics whose states are equal
+    after their first update. A first batch where no query has a relevant item leaves every
+    metric's sums equal; the metrics must still stay apart (equal to torchmetrics' own), while
+    a metric given twice may share its state."""
+
+    def collection(module):
+        return MetricCollection(
+            {
+                "map": module.RetrievalMAP(top_k=5),
+                "ndcg": module.RetrievalNormalizedDCG(top_k=5),
+                "p": module.RetrievalPrecision(top_k=5),
+                "p_again": module.RetrievalPrecision(top_k=5),
+                "p3": module.RetrievalPrecision(top_k=3),
+            }
+        )
+
+    mine, theirs = collection(rt), collection(tmr)
+    ids = torch.tensor([0, 0, 1, 1])
+    for c in (mine, theirs):
+        c.update(torch.tensor([0.4, 0.3, 0.2, 0.1]), torch.zeros(4, dtype=torch.long), indexes=ids)
+    g = torch.Generator().manual_seed(0)
+    for q in range(2, 8):
+        preds, target = torch.rand(20, generator=g), (torch.rand(20, generator=g) < 0.3).long()
+        for c in (mine, theirs):
+            c.update(preds, target, indexes=torch.full((20,), q))
+    got, want = mine.compute(), theirs.compute()
+    for key in want:
+        assert float(got[key]) == pytest.approx(float(want[key]), rel=1e-6, abs=1e-7), key
+    groups = [sorted(g) for g in mine.compute_groups.values()]
+    assert ["p", "p_again"] in groups and ["map"] in groups and ["p3"] in groups, groups

@@ -34,6 +34,7 @@ mode stores the predictions).
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ from rankstream.core.lists.precision import PrecisionKernel
 from rankstream.core.lists.r_precision import RPrecisionKernel
 from rankstream.core.lists.rbp import RBPKernel
 from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
+from rankstream.core.state import kernel_config
 
 EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
 AGGREGATIONS = ("mean", "max", "min")
@@ -148,6 +150,26 @@ class RetrievalListMetric(Metric):
         if self.query_mode == "sorted":  # the largest id of a closed query
             low = torch.iinfo(torch.long).min
             self.add_state("closed_max", default=torch.full((), low, dtype=torch.long), dist_reduce_fx="max")
+        # MetricCollection's compute groups merge metrics whose states are equal after their
+        # first update (one update then serves the group). Equal states mean equal inputs for
+        # torchmetrics' own metrics, not for ours: two metrics' sums can agree on one batch (no
+        # relevant item anywhere) and part later. A state named after the metric's identity (its
+        # class, kernel and options) keeps apart metrics that are not the same metric.
+        identity = f"identity_{self._identity()}"
+        self.add_state(identity, default=torch.zeros((), dtype=dt), dist_reduce_fx="sum")
+
+    def _identity(self) -> str:
+        """A digest of what the metric computes: its class, kernel settings and options."""
+        what = (
+            type(self).__qualname__,
+            kernel_config(self.kernel),
+            self.empty_target_action,
+            self.ignore_index,
+            self.aggregation,
+            self.query_mode,
+            self.nonpositive_retrieved,
+        )
+        return hashlib.sha1(repr(what).encode()).hexdigest()[:16]
 
     # -- input ----------------------------------------------------------------------------
     def _flat(self, preds: Any, target: Any, indexes: Any) -> FlatQueries:
