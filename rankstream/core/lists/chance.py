@@ -344,18 +344,97 @@ def _dense_gain_sums(kernel: Any, sel: Selection) -> tuple[Array, Array]:
     return _by_rows(sel, sel.n, tile, sel.item_labels, sel.full_valid, sel.full_item_weights)
 
 
-def _named_gain_sums(kernel: Any, sel: Selection) -> tuple[Array, Array] | None:
-    """``(sum x, sum x^2)`` ``(B,)`` for a named gain without item weights where values are read
-    back: one pass over the labels, tile by tile (``Ops.gain_sums``: the gain of every item
-    computed in a workspace tile and summed there, masked items filled with 0), cheaper than
-    finding the nonzero gains (measured: 0.3-0.5x their time at 1,024 x 20,000 with 5% of the
-    labels nonzero, 0.05x with every label graded); None elsewhere."""
+def _named_gain_sums(kernel: Any, sel: Selection, top: bool = False) -> tuple[Array, ...] | None:
+    """``(sum x, sum x^2, y_max, c_max)`` ``(B,)`` for a named gain without item weights where
+    values are read back: one pass over the labels, tile by tile (``Ops.gain_sums``: the gain
+    of every item computed in a workspace tile and summed there, masked items filled with 0),
+    cheaper than finding the nonzero gains (measured: 0.3-0.5x their time at 1,024 x 20,000
+    with 5% of the labels nonzero, 0.05x with every label graded); with ``top``
+    (``Ops.gain_top``, DCG) in the same pass each list's largest label ``y_max`` (after the
+    threshold, masked items 0) and the number ``c_max`` of items holding it, else those two
+    None. Kept per batch by gain and threshold: a later ask with ``top`` makes the pass
+    again with them. None elsewhere."""
     if not _sparse(kernel, sel) or sel.full_item_weights is not None:
         return None
-    return sel.ops.gain_sums(
-        sel.item_labels, kernel.gain == "exp_rank", kernel.conventions.relevance_threshold,
-        sel.full_valid, sel.positions.dtype, sel.ctx.workspace,
+    key = ("chance_sums", kernel.gain, kernel.conventions.relevance_threshold)
+    held = sel.shared.get(key)
+    if held is None or (top and held[2] is None):
+        pass_ = sel.ops.gain_top if top else sel.ops.gain_sums
+        out = pass_(
+            sel.item_labels, kernel.gain == "exp_rank", kernel.conventions.relevance_threshold,
+            sel.full_valid, sel.positions.dtype, sel.ctx.workspace,
+        )  # fmt: skip
+        held = sel.shared[key] = (*out, None, None) if len(out) == 2 else tuple(out)
+    return held
+
+
+def share_gain_pass(kernel: Any, sel: Selection) -> None:
+    """DCG with ``chance=True``, before the kernel counts its relevant items: where the pass
+    of the named gains serves (:func:`_named_gain_sums`) and the relevant items are those with
+    ``y' > 0`` (threshold None or ``> 0``), one pass (``Ops.gain_top`` with ``positive``) gives
+    the sums of gains, each list's largest label and its count, and the count of relevant
+    items, kept for the kernel (``("relevant", t)``): the count pass the kernel would make is
+    folded into the pass of the gains. Nothing where the count is already kept (a collection)."""
+    t = kernel.conventions.relevance_threshold
+    if not _sparse(kernel, sel) or sel.full_item_weights is not None or (t is not None and t <= 0):
+        return
+    key = ("chance_sums", kernel.gain, t)
+    if ("relevant", t) in sel.shared or sel.shared.get(key) is not None:
+        return
+    out = sel.ops.gain_top(
+        sel.item_labels, kernel.gain == "exp_rank", t, sel.full_valid, sel.positions.dtype, sel.ctx.workspace,
+        positive=True,
     )  # fmt: skip
+    sel.shared[key] = tuple(out[:4])
+    sel.shared[("relevant", t)] = out[4]
+
+
+def _ideal_from_top(kernel: Any, sel: Selection, summed: tuple[Array, ...], kk: Array, table: Array) -> Array:
+    """DCG's ``IDCG@k`` ``(B, len(top_k))`` from the pass of the gains (named gains, no item
+    weights), a ``topk`` of the labels only for the lists it leaves open. A list is closed
+    where its top ``k'`` items all hold its largest label ``y_max`` (``c_max >= k'`` at the
+    largest ``k``, and ``y_max > 0`` under a mask, whose items hold 0 in the pass):
+    ``IDCG@k = g(y_max) D1(k')``; or where its items of positive gain share one gain
+    (``s1^2 = c s2``, :func:`_equal_gains` list by list): ``(s1 / c) D1(min(c, k'))``. The
+    open lists (few where lists hold ``max k`` or more items of their top grade) are gathered
+    a few rows at a time and take the ``topk`` of their labels; past half the batch, one
+    ``topk`` of every list (the ideal ranking nDCG takes)."""
+    ops = sel.ops
+    s1, s2, most, count = summed
+    d1 = _at(sel, table, kk)
+    closed = count >= kk[:, -1]
+    if sel.full_valid is not None:
+        closed = closed & (most > 0.0)
+    idcg = kernel._gains(sel, most)[:, None] * d1
+    t = kernel.conventions.relevance_threshold
+    if t is None or t > 0:  # one positive gain per list: its c items first
+        c = kernel.count_relevant(sel)
+        equal = ops.where(c > 0, (s1 * s1 == c * s2) & (s1 > 0.0), s2 == 0.0)
+        first = _divide(sel, s1, c)[:, None] * _at(sel, table, ops.minimum(c[:, None], kk))
+        idcg = ops.where(closed[:, None], idcg, first)
+        closed = closed | equal
+    rows = np.flatnonzero(~np.asarray(ops.to_numpy(closed), dtype=bool))
+    b = int(closed.shape[0])
+    if rows.size == 0:
+        return idcg
+    if 2 * rows.size > b:
+        return ops.where(closed[:, None], idcg, _ideal_dcg(kernel, sel, None))
+    cuts, acc = kernel.discount_cuts(sel), sel.positions.dtype
+    step = max(_TILE_VALUES // max(sel.n, 1), 1)
+    parts = []
+    for a in range(0, rows.size, step):
+        idx = ops.asarray(rows[a : a + step].tolist(), sel.item_labels, ops.int_dtype())
+        labels = ops.take(sel.item_labels, idx, 0)
+        if sel.full_valid is None:
+            top = ops.cast(ops.topk(labels, sel.k)[0], acc)
+            gains = kernel._gains(sel, top)
+        else:
+            vals = ops.masked_topk(labels, sel.k, ops.take(sel.full_valid, idx, 0), sel.ctx.workspace)[0]
+            ok = vals > float("-inf")
+            gains = kernel._gains(sel, ops.cast(ops.where(ok, vals, 0.0), acc)) * ops.cast(ok, acc)
+        parts.append(ops.matmul(gains, cuts))
+    index = ops.asarray(rows.tolist(), sel.item_labels, ops.int_dtype())
+    return ops.set_rows(idcg, index, ops.concat(parts, axis=0) if len(parts) > 1 else parts[0])
 
 
 def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None) -> Array:
@@ -483,15 +562,21 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
     d1, d2 = _at(sel, table, kk), _at(sel, _prefix_table(sel, d * d), kk)
     key = ("chance_gains", kernel.gain, kernel.conventions.relevance_threshold)
     read = _from_ideal(kernel, sel) if normalised else None
-    one = None if read is not None else sel.once(("chance_one", *key[1:]), lambda: _one_label(kernel, sel))
+    held = sel.shared.get(("chance_sums", *key[1:]))  # made with the kernel's count (DCG)
+    counted = read is None and held is not None and held[2] is not None
+    one = (
+        None
+        if read is not None or counted
+        else sel.once(("chance_one", *key[1:]), lambda: _one_label(kernel, sel))
+    )
     gains = summed = None
     if read is not None:
         s1, s2 = read
     elif one is not None:  # binary relevance: every nonzero gain is g(v)
         g = kernel._gains(sel, ops.asarray([one[0]], sel.positions, sel.positions.dtype))
         s1, s2 = g * one[1], g * g * one[1]
-    elif (summed := sel.once(("chance_sums", *key[1:]), lambda: _named_gain_sums(kernel, sel))) is not None:
-        s1, s2 = summed
+    elif (summed := _named_gain_sums(kernel, sel, not normalised)) is not None:
+        s1, s2 = summed[:2]
     else:
         gains = sel.once(key, lambda: _Gains(kernel, sel)) if _sparse(kernel, sel) else None
         s1, s2 = (gains.s1, gains.s2) if gains is not None else _dense_gain_sums(kernel, sel)
@@ -504,6 +589,8 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
         idcg = g[:, None] * _at(sel, table, ops.minimum(one[1][:, None], kk))
     elif not normalised and summed is not None and (equal := _equal_gains(kernel, sel, s1, s2)) is not None:
         idcg = _divide(sel, s1, equal)[:, None] * _at(sel, table, ops.minimum(equal[:, None], kk))
+    elif not normalised and summed is not None:
+        idcg = _ideal_from_top(kernel, sel, summed, kk, table)
     else:
         idcg = _ideal_dcg(kernel, sel, gains)
     if not normalised:
