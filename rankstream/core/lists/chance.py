@@ -27,12 +27,14 @@ HitRate and MRR add a ``(B, max k)`` product over the ranks, shared by the metri
 threshold. DCG and nDCG need each list's sums of gains: nDCG reads them from the ideal ranking it
 took where that holds every nonzero gain; binary relevance gives them from counts; otherwise, for
 a named gain, one pass over the labels in cache-sized tiles (``Ops.gain_sums``, shared by a
-collection's DCG and nDCG of one gain and threshold). Per-item weights take the nonzero gains
-(one ``nonzero`` pass, row tile by row tile); a callable gain, or no read-back (an accelerator, a
-``jit`` trace), one dense pass. DCG's ``IDCG@k`` comes from the counts where each list's positive
-gains are equal (binary relevance, found from the sums), else from a ``topk`` of the labels (or
-of the nonzero gains under item weights). Where values are read back no pass makes a full-size
-temporary.
+collection's DCG and nDCG of one gain and threshold). DCG makes that pass before it counts its
+relevant items (``Ops.gain_top``): the same pass also counts them for the kernel (its own count
+pass is not made) and finds each list's largest label ``y_max`` and how many items hold it, so
+``IDCG@k = g(y_max) D1(k')`` where at least ``k'`` items hold it, ``(s1 / c) D1(min(c, k'))``
+where the ``c`` positive gains are equal, and a ``topk`` of the labels only for the other lists.
+Per-item weights take the nonzero gains (one ``nonzero`` pass, row tile by row tile); a callable
+gain, or no read-back (an accelerator, a ``jit`` trace), one dense pass and a ``topk``. Where
+values are read back no pass makes a full-size temporary.
 """
 
 from __future__ import annotations
@@ -368,19 +370,35 @@ def _named_gain_sums(kernel: Any, sel: Selection, top: bool = False) -> tuple[Ar
     return held
 
 
+def _looks_graded(kernel: Any, sel: Selection) -> bool:
+    """Whether the ranked labels ``(B, K)`` show two relevant labels (one small read): the
+    labels are graded, and the counts of binary relevance (:func:`_one_label`) cannot serve."""
+    ops, t = sel.ops, kernel.conventions.relevance_threshold
+    seen = sel.labels
+    eligible = seen > 0.0 if t is None else seen >= t
+    if seen.shape[0] == 0 or not ops.host_bools(ops.any(eligible))[0]:
+        return False
+    v = -ops.amin(-ops.where(eligible, seen, float("-inf")))
+    return ops.host_bools(ops.any(eligible & (seen != v)))[0]
+
+
 def share_gain_pass(kernel: Any, sel: Selection) -> None:
     """DCG with ``chance=True``, before the kernel counts its relevant items: where the pass
     of the named gains serves (:func:`_named_gain_sums`) and the relevant items are those with
     ``y' > 0`` (threshold None or ``> 0``), one pass (``Ops.gain_top`` with ``positive``) gives
     the sums of gains, each list's largest label and its count, and the count of relevant
     items, kept for the kernel (``("relevant", t)``): the count pass the kernel would make is
-    folded into the pass of the gains. Nothing where the count is already kept (a collection)."""
+    folded into the pass of the gains. Nothing where the count is already kept (a collection),
+    nor for binary relevance without a mask (the ranked labels show one relevant label: the
+    counts of :func:`_one_label` cost less there)."""
     t = kernel.conventions.relevance_threshold
     if not _sparse(kernel, sel) or sel.full_item_weights is not None or (t is not None and t <= 0):
         return
     key = ("chance_sums", kernel.gain, t)
     if ("relevant", t) in sel.shared or sel.shared.get(key) is not None:
         return
+    if sel.full_valid is None and not _looks_graded(kernel, sel):
+        return  # binary relevance without a mask: the counts of _one_label cost less
     out = sel.ops.gain_top(
         sel.item_labels, kernel.gain == "exp_rank", t, sel.full_valid, sel.positions.dtype, sel.ctx.workspace,
         positive=True,
