@@ -227,3 +227,48 @@ def test_ignite_engine_dcg_reports_the_expected_and_best_of_long_graded_lists():
     np.testing.assert_allclose(got["dcg_expected"], e, rtol=1e-12)
     np.testing.assert_allclose(got["dcg"], m, rtol=1e-9)
     np.testing.assert_allclose(got["dcg_adjusted"], (m - e) / (best - e), rtol=1e-9)
+
+
+def test_ndcg_skips_its_topk_of_the_labels_once_a_batch_had_every_list_closed(monkeypatch):
+    """nDCG with ``chance=True`` over batches where every list holds at least ``max k`` items
+    of its top grade: from the second batch on the pass of the gains gives the ideal ranking
+    and the kernel takes no ``topk`` of the labels; a batch with a list left open takes it
+    again. Each batch's value and chance sums against the reference, item by item."""
+    from rankstream.core.lists.selection import Selection
+
+    calls = []
+    real = Selection._ideal
+    monkeypatch.setattr(Selection, "_ideal", lambda self, prefix: calls.append(prefix) or real(self, prefix))
+    rng = np.random.default_rng(21)
+    b, n = 40, 4000
+    kernel = NDCGKernel(KS, chance=True)
+    ctx = kernel.context(torch.zeros(1), torch_ops())  # one instance's workspace across batches
+    taken = []
+    for batch, masked in enumerate((False, True, True, False)):
+        labels = rng.integers(0, 5, (b, n)) * (rng.random((b, n)) < 0.2) * 1.0
+        labels[:, :25] = 5.0  # 25 items of the top grade in every list
+        if batch == 2:
+            labels[7, :22] = 0.0  # one list with 3 items of its top grade: open
+        mask = (
+            np.arange(n)[None, :] < rng.integers(n // 2, n + 1, (b, 1)) if masked else np.ones((b, n), bool)
+        )
+        scores = rng.normal(size=(b, n))
+        args = (torch.as_tensor(scores), torch.as_tensor(labels)) + (
+            (torch.as_tensor(mask),) if masked else ()
+        )
+        before = len(calls)
+        sums = kernel.batch_sums(ctx, *args)
+        taken.append(len(calls) > before)
+        rows = expected_terms(labels, mask, KS, "exp_rank", 1.0)
+        rows = [None if r is None else [(e / bb, v / (bb * bb), 1.0) for e, v, bb in r] for r in rows]
+        _check(sums, rows)
+        value = [
+            sum(
+                ref.ndcg(s_row, y_row, k, valid=m_row)
+                for s_row, y_row, m_row in zip(scores, labels, mask, strict=True)
+            )
+            for k in KS
+        ]
+        np.testing.assert_allclose(np.asarray(sums["value_sum"]), value, rtol=1e-12)
+    # the first batch learns; the second and the last skip the topk; the third (a list open) takes it
+    assert taken == [True, False, True, True]

@@ -407,6 +407,54 @@ def share_gain_pass(kernel: Any, sel: Selection) -> None:
     sel.shared[("relevant", t)] = out[4]
 
 
+def _closed_flag(kernel: Any, sel: Selection) -> list[bool | None]:
+    """What the instance learnt from its last batch of this gain, threshold and ``K`` (nDCG):
+    ``[True]`` where every list held at least ``K`` items of its largest label (``> 0``),
+    ``[False]`` where one did not, ``[None]`` before any batch (kept in its workspace)."""
+    role = f"chance_closed:{kernel.gain}:{kernel.conventions.relevance_threshold}"
+    return sel.ctx.workspace.get(role, (sel.k, sel.n), lambda: [None])
+
+
+def _all_closed(sel: Selection, summed: tuple[Array, ...]) -> bool:
+    """Whether every list holds at least ``K`` items of its largest label ``y_max > 0``: its
+    ideal ranking's ``K`` labels are all ``y_max`` (one small read)."""
+    ops, most, count = sel.ops, summed[2], summed[3]
+    return bool(most.shape[0]) and ops.host_bools(ops.all((count >= float(sel.k)) & (most > 0.0)))[0]
+
+
+def _learning(kernel: Any, sel: Selection) -> bool:
+    """nDCG before its first batch (:func:`_closed_flag`): the pass of the gains also finds the
+    largest labels, to learn whether the next batch may skip the kernel's ``topk``."""
+    return _closed_flag(kernel, sel)[0] is None
+
+
+def share_ideal(kernel: Any, sel: Selection) -> None:
+    """nDCG with ``chance=True``, before the kernel takes its ideal ranking (a ``topk`` of the
+    labels): where the instance's last batch had every list's top ``K`` labels equal to its
+    largest label (:func:`_closed_flag`), the pass of the gains chance needs is made first, with
+    each list's largest label ``y_max`` and its count (``Ops.gain_top``); where every list of
+    this batch holds at least ``K`` items of ``y_max > 0`` its ideal ranking is ``K`` times
+    ``y_max`` (every item a real one), kept for the kernel (``("ideal", prefix)``: no ``topk``
+    of the labels). Else the kernel takes its ``topk`` as without chance, and the instance
+    learns it for the next batch. The first batch learns it from the pass chance makes after
+    the kernel (three more operations per tile there)."""
+    if not _sparse(kernel, sel) or sel.full_item_weights is not None:
+        return
+    if ("ideal", True) in sel.shared or ("ideal", False) in sel.shared:
+        return
+    flag = _closed_flag(kernel, sel)
+    if not flag[0]:
+        return
+    summed = _named_gain_sums(kernel, sel, True)
+    flag[0] = _all_closed(sel, summed)
+    if not flag[0]:
+        return
+    ops, acc = sel.ops, sel.positions.dtype
+    ideal = ops.zeros((int(summed[2].shape[0]), sel.k), sel.positions, acc) + summed[2][:, None]
+    kept = (ideal, None if sel.full_valid is None else ideal * 0.0 + 1.0)
+    sel.shared[("ideal", True)] = sel.shared[("ideal", False)] = kept
+
+
 def _ideal_from_top(kernel: Any, sel: Selection, summed: tuple[Array, ...], kk: Array, table: Array) -> Array:
     """DCG's ``IDCG@k`` ``(B, len(top_k))`` from the pass of the gains (named gains, no item
     weights), a ``topk`` of the labels only for the lists it leaves open. A list is closed
@@ -593,8 +641,10 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
     elif one is not None:  # binary relevance: every nonzero gain is g(v)
         g = kernel._gains(sel, ops.asarray([one[0]], sel.positions, sel.positions.dtype))
         s1, s2 = g * one[1], g * g * one[1]
-    elif (summed := _named_gain_sums(kernel, sel, not normalised)) is not None:
+    elif (summed := _named_gain_sums(kernel, sel, not normalised or _learning(kernel, sel))) is not None:
         s1, s2 = summed[:2]
+        if normalised and summed[2] is not None:
+            _closed_flag(kernel, sel)[0] = _all_closed(sel, summed)
     else:
         gains = sel.once(key, lambda: _Gains(kernel, sel)) if _sparse(kernel, sel) else None
         s1, s2 = (gains.s1, gains.s2) if gains is not None else _dense_gain_sums(kernel, sel)
