@@ -229,11 +229,13 @@ def test_ignite_engine_dcg_reports_the_expected_and_best_of_long_graded_lists():
     np.testing.assert_allclose(got["dcg_adjusted"], (m - e) / (best - e), rtol=1e-9)
 
 
-def test_ndcg_skips_its_topk_of_the_labels_once_a_batch_had_every_list_closed(monkeypatch):
+@pytest.mark.parametrize("kind", ["graded", "binary"])
+def test_ndcg_skips_its_topk_of_the_labels_once_a_batch_had_every_list_closed(monkeypatch, kind):
     """nDCG with ``chance=True`` over batches where every list holds at least ``max k`` items
     of its top grade: from the second batch on the pass of the gains gives the ideal ranking
     and the kernel takes no ``topk`` of the labels; a batch with a list left open takes it
-    again. Each batch's value and chance sums against the reference, item by item."""
+    again. Graded labels learn it from the pass of the gains, binary ones from their counts.
+    Each batch's value and chance sums against the reference, item by item."""
     from rankstream.core.lists.selection import Selection
 
     calls = []
@@ -245,10 +247,12 @@ def test_ndcg_skips_its_topk_of_the_labels_once_a_batch_had_every_list_closed(mo
     ctx = kernel.context(torch.zeros(1), torch_ops())  # one instance's workspace across batches
     taken = []
     for batch, masked in enumerate((False, True, True, False)):
-        labels = rng.integers(0, 5, (b, n)) * (rng.random((b, n)) < 0.2) * 1.0
-        labels[:, :25] = 5.0  # 25 items of the top grade in every list
-        if batch == 2:
-            labels[7, :22] = 0.0  # one list with 3 items of its top grade: open
+        top = 5.0 if kind == "graded" else 1.0
+        labels = (rng.integers(0, 5, (b, n)) if kind == "graded" else 1.0) * (rng.random((b, n)) < 0.2) * 1.0
+        labels[:, :25] = top  # 25 items of the top grade in every list
+        if batch == 2:  # one list with 3 items of its top grade: open
+            labels[7] = np.minimum(labels[7], top - 1.0)
+            labels[7, :3] = top
         mask = (
             np.arange(n)[None, :] < rng.integers(n // 2, n + 1, (b, 1)) if masked else np.ones((b, n), bool)
         )

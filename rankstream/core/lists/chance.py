@@ -437,7 +437,8 @@ def share_ideal(kernel: Any, sel: Selection) -> None:
     ``y_max`` (every item a real one), kept for the kernel (``("ideal", prefix)``: no ``topk``
     of the labels). Else the kernel takes its ``topk`` as without chance, and the instance
     learns it for the next batch. The first batch learns it from the pass chance makes after
-    the kernel (three more operations per tile there)."""
+    the kernel (three more operations per tile there), or from the counts of binary relevance
+    (every list closed where each holds at least ``K`` relevant items)."""
     if not _sparse(kernel, sel) or sel.full_item_weights is not None:
         return
     if ("ideal", True) in sel.shared or ("ideal", False) in sel.shared:
@@ -636,6 +637,11 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
         else sel.once(("chance_one", *key[1:]), lambda: _one_label(kernel, sel))
     )
     gains = summed = None
+    if normalised and (read is not None or one is not None) and _learning(kernel, sel):
+        # nDCG's first batch: every list closed where each holds >= K relevant items of one label
+        closed = one is not None and bool(one[1].shape[0])
+        closed = closed and one[0] > 0 and ops.host_bools(ops.all(one[1] >= float(sel.k)))[0]
+        _closed_flag(kernel, sel)[0] = closed
     if read is not None:
         s1, s2 = read
     elif one is not None:  # binary relevance: every nonzero gain is g(v)
