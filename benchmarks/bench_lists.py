@@ -9,7 +9,9 @@ allocates and keeps counts too) after another instance ran on the same shapes. T
 adds a masked batch (a ragged mask), R-Precision, the statistics (``confidence=0.95``, against the
 same metric without) and a paired comparison of two rankers (against one metric on one ranker);
 a third case rounds the scores to 2 decimals (ties everywhere) and times ``ties="expected"``
-against ``ties="first"``.
+against ``ties="first"``; the last times ``chance=True`` against the same metric without, on one
+thread, the two interleaved (nDCG, DCG on graded and binary labels, MAP; with a ragged mask and
+without).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from typing import Any
 import torch
 from ignite.metrics.rec_sys import NDCG as IgniteNDCG
 
-from benchmarks.common import PEAK_COLUMNS, markdown_table, median_ms, peak_columns
-from rankstream.ignite import MAP, NDCG, ListMetrics, PairedComparison, RPrecision
+from benchmarks.common import PEAK_COLUMNS, interleaved_ms, markdown_table, median_ms, peak_columns
+from rankstream.ignite import DCG, MAP, NDCG, ListMetrics, PairedComparison, RPrecision
 
 KS = [1, 5, 10, 20]
 # five metrics at k in {5, 10, 20} from one selection, against NDCG alone at those k
@@ -94,6 +96,47 @@ def run(quick: bool = False) -> list[dict]:
                 {"case": case, "metric": metric, "ms": ms, "x floor": ms / floor, **peak, "peer / ours": peer}
             )
     rows += tied_rows(batch, items, repeat)
+    rows += chance_rows(batch, items, repeat)
+    return rows
+
+
+def chance_rows(batch: int, items: int, repeat: int) -> list[dict]:
+    """``chance=True`` against the same metric without, on one thread (the ratio is what the
+    option costs; with more threads the other jobs of a shared machine blur it), the two
+    updates interleaved (:func:`benchmarks.common.interleaved_ms`): nDCG and DCG on graded
+    labels (5% nonzero, grades 1..4) and binary ones, MAP on binary ones, each without a mask
+    and with a ragged one. Beside the time with ``chance=True``, the peak temporary memory of
+    one such update."""
+    data = make_data(batch, items)
+    g = torch.Generator().manual_seed(3)
+    graded = (torch.rand(batch, items, generator=g) < 0.05).float() * torch.randint(
+        1, 5, (batch, items), generator=g
+    )
+    labels = {"graded": graded.float(), "binary": data["binary"][1]}
+    s = data["binary"][0]
+    nbytes = s.numel() * s.element_size()
+    mask = ragged_mask(batch, items)
+    cases = [("NDCG", NDCG, "graded"), ("NDCG", NDCG, "binary"), ("DCG", DCG, "graded"),
+             ("DCG", DCG, "binary"), ("MAP", MAP, "binary")]  # fmt: skip
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    rows = []
+    try:
+        floor = median_ms(lambda: torch.topk(s, max(KS), dim=-1), repeat)
+        for name, cls, kind in cases:
+            for masked in (False, True):
+                out = (s, labels[kind], {"mask": mask}) if masked else (s, labels[kind])
+                off, on = cls(top_k=KS), cls(top_k=KS, chance=True)
+                both = {"off": lambda m=off, o=out: m.update(o), "on": lambda m=on, o=out: m.update(o)}
+                ms = interleaved_ms(both, repeat=repeat, warmup=1)
+                fresh = cls(top_k=KS, chance=True)
+                peak = peak_columns(lambda m=fresh, o=out: m.update(o), nbytes)
+                case = f"{batch}x{items} {kind}{', ragged mask' if masked else ''}, one thread"
+                rows.append({"case": case, "metric": f"rankstream {name}, chance=True", "ms": ms["on"],
+                             "x floor": ms["on"] / floor, **peak,
+                             "peer / ours": f"{ms['on'] / ms['off']:.2f}x without"})  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
     return rows
 
 

@@ -118,6 +118,7 @@ OPS_METHODS = (
     # the passes of chance=True (rankstream.core.lists.chance)
     "valid_counts",
     "gain_sums",
+    "gain_top",
 )
 
 

@@ -412,6 +412,25 @@ class KerasOps(Ops):
             g = k.where(valid, g, 0.0)
         return k.sum(g, axis=1), k.sum(g * g, axis=1)
 
+    def gain_top(
+        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, ws: Workspace | None = None,
+        positive: bool = False,
+    ) -> tuple[Array, ...]:  # fmt: skip
+        """:meth:`gain_sums` and, per row, the largest ``y'`` (masked items holding 0) and the
+        number of items holding it (masked ones too where it is 0); with ``positive`` also the
+        number of items with ``y' > 0``; in whole arrays."""
+        k = self.k
+        y = k.cast(labels, self._dtype(dtype))
+        if t is not None:
+            y = k.where(y >= t, y, 0.0)
+        if valid is not None:
+            y = k.where(valid, y, 0.0)
+        s1, s2 = self.gain_sums(y, exp, None, None, dtype, ws)
+        most = k.max(y, axis=1)
+        count = k.sum(k.cast(k.equal(y, most[:, None]), y.dtype), axis=1)
+        out = (s1, s2, most, count)
+        return (*out, k.sum(k.cast(y > 0, y.dtype), axis=1)) if positive else out
+
 
 def _keras_torch_ops() -> type:
     from rankstream.core.backends.torch import TorchOps

@@ -342,6 +342,24 @@ class NumpyOps(Ops):
             g = np.where(valid, g, 0.0)
         return np.sum(g, axis=1).astype(dtype), np.sum(g * g, axis=1).astype(dtype)
 
+    def gain_top(
+        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, ws: Workspace | None = None,
+        positive: bool = False,
+    ) -> tuple[Array, ...]:  # fmt: skip
+        """:meth:`gain_sums` and, per row, the largest ``y'`` (masked items holding 0) and the
+        number of items holding it (masked ones too where it is 0); with ``positive`` also the
+        number of items with ``y' > 0``; in ``dtype``."""
+        y = np.asarray(labels, dtype=dtype)
+        if t is not None:
+            y = np.where(y >= t, y, 0.0)
+        if valid is not None:
+            y = np.where(valid, y, 0.0)
+        s1, s2 = self.gain_sums(y, exp, None, None, dtype, ws)
+        most = np.max(y, axis=1) if y.shape[1] else np.zeros(y.shape[0], dtype=dtype)
+        count = np.sum(y == most[:, None], axis=1).astype(dtype)
+        out = (s1, s2, most.astype(dtype), count)
+        return (*out, np.sum(y > 0, axis=1).astype(dtype)) if positive else out
+
 
 def _packed_words(valid: Array) -> Array | None:
     """A bool ``(B, N)`` array's bytes as ``(B, N / 8)`` uint64 words (a view), or None where

@@ -605,59 +605,96 @@ class TorchOps(Ops):
         """Per row ``(sum g, sum g^2)`` over the valid items, ``g = 2^y' - 1`` (``exp``) or
         ``g = y'``, ``y' = y`` where ``y >= t`` and 0 below (``t`` None: ``y' = y``), in
         ``dtype``; masked items count 0 whatever they hold (NaN too). On CPU one pass tile by
-        tile (:data:`_GAIN_TILE` values, in cache) in two workspace tiles of the labels' float
-        dtype: ``y'`` as ``y`` times the 0/1 comparison, the gain in place, the masked items
-        set to 0, then the row sums (pairwise, exact for whole gains below 2^24 per row
-        in float32), added up across tiles in ``dtype``. float32 labels whose gains overflow
-        float32 (``2^y`` from ``y = 128``) are summed again in ``dtype``."""
+        tile (:data:`_GAIN_TILE` values, in cache) in a workspace tile of the labels' float
+        dtype: ``y'`` in one ``threshold`` (``y > t^-``, ``t^-`` the float below ``t``), the
+        masked items set to 0, the gain in place, then the row sums (pairwise, exact for whole
+        gains below 2^24 per row in float32), added up across tiles in ``dtype``. float32
+        labels whose gains overflow float32 (``2^y`` from ``y = 128``) are summed again in
+        ``dtype``."""
+        s1, s2, _, _ = self._gain_stats(labels, exp, t, valid, dtype, ws, False)
+        return s1, s2
+
+    def gain_top(
+        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, ws: Workspace | None = None,
+        positive: bool = False,
+    ) -> tuple[Array, ...]:  # fmt: skip
+        """:meth:`gain_sums` and, per row, the largest ``y'`` (masked items holding 0) and the
+        number of items holding it (masked ones too where it is 0), in ``dtype``; with
+        ``positive`` also the number of items with ``y' > 0`` (the count of relevant items
+        for ``t`` None or ``t > 0``). In the same pass: three more operations on each tile (a
+        row ``amax``, an ``eq`` against it, a row sum) before the gain, two for ``positive``."""
+        return self._gain_stats(labels, exp, t, valid, dtype, ws, True, positive)
+
+    def _gain_stats(
+        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, ws: Any, top: bool,
+        positive: bool = False,
+    ) -> tuple[Array, ...]:  # fmt: skip
         if not _cpu(labels) or ws is None or labels.numel() < _SMALL:
             y = labels.to(dtype)
             if t is not None:
                 y = torch.where(y >= t, y, 0.0)
-            g = torch.exp2(y) - 1.0 if exp else y
             if valid is not None:
-                g = torch.where(valid, g, 0.0)
-            return g.sum(dim=1), (g * g).sum(dim=1)
+                y = torch.where(valid, y, 0.0)
+            g = torch.exp2(y) - 1.0 if exp else y
+            out = [g.sum(dim=1), (g * g).sum(dim=1), None, None]
+            if top:
+                out[2] = y.amax(dim=1)
+                out[3] = (y == out[2][:, None]).sum(dim=1).to(dtype)
+            return (*out, (y > 0).sum(dim=1).to(dtype)) if positive else tuple(out)
         work = labels.dtype if labels.dtype in (torch.float32, torch.float64) else dtype
-        s1, s2 = self._tiled_gain_sums(labels, exp, t, valid, dtype, work, ws)
-        if work != dtype and not bool(torch.isfinite(s2).all()):
-            s1, s2 = self._tiled_gain_sums(labels, exp, t, valid, dtype, dtype, ws)
-        return s1, s2
+        out = self._tiled_gain_sums(labels, exp, t, valid, dtype, work, ws, top, positive)
+        if work != dtype and not bool(torch.isfinite(out[1]).all()):
+            out = self._tiled_gain_sums(labels, exp, t, valid, dtype, dtype, ws, top, positive)
+        return out
 
     def _tiled_gain_sums(
-        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, work: Any, ws: Workspace
-    ) -> tuple[Array, Array]:
+        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, work: Any, ws: Workspace,
+        top: bool = False, positive: bool = False,
+    ) -> tuple[Array, ...]:  # fmt: skip
         b, n = int(labels.shape[0]), int(labels.shape[1])
-        s1, s2 = torch.zeros(b, dtype=dtype), torch.zeros(b, dtype=dtype)
         step, width = max(_GAIN_TILE // n, 1), min(n, _GAIN_TILE)
-        gain = _buffer(ws, "count", (step, width), work)  # one tile each, viewed per tile
-        step_in = None if t is None else _buffer(ws, "gain", (step, width), work)
+        # per column run and row, in the tiles' dtype (each written once by a reduction): the
+        # sums, the largest y' and its count, the count of y' > 0; summed over the runs after
+        runs = -(-n // width)
+        acc = torch.empty((5, runs, b), dtype=work)
+        s1w, s2w, mw, cw, pw = acc
+        gain = _buffer(ws, "count", (step, width), work)  # one tile, viewed per tile
+        hit = _buffer(ws, "gain", (step, width), work) if top or positive else None
         same = labels.dtype == work
+        below = None if t is None else float(np.nextafter(_np_float(work)(t), _np_float(work)(-np.inf)))
         zero = torch.zeros((), dtype=work)
         for a in range(0, b, step):
             r = slice(a, min(a + step, b))
-            for j in range(0, n, width):
+            for q, j in enumerate(range(0, n, width)):
                 c = slice(j, min(j + width, n))
                 h, w = r.stop - r.start, c.stop - c.start
                 g, y = gain[:h, :w], labels[r, c]
-                if t is None:
-                    g.copy_(y)
-                elif same:  # y' = y (y >= t), in two ops
-                    torch.ge(y, t, out=step_in[:h, :w])
-                    torch.mul(y, step_in[:h, :w], out=g)
-                else:
-                    g.copy_(y)
-                    torch.ge(g, t, out=step_in[:h, :w])
-                    g.mul_(step_in[:h, :w])
-                if exp:
-                    torch.exp2(g, out=g)
-                    g.sub_(1.0)
+                src = y if same else g.copy_(y)
+                if below is not None:  # y' = y where y > the float below t (y >= t), else 0
+                    torch.threshold(src, below, 0.0, out=g)
+                    src = g
                 if valid is not None:
-                    torch.where(valid[r, c], g, zero, out=g)
-                s1[r] += g.sum(dim=1)
-                g.mul_(g)
-                s2[r] += g.sum(dim=1)
-        return s1, s2
+                    torch.where(valid[r, c], src, zero, out=g)
+                    src = g
+                if top:
+                    torch.amax(src, dim=1, out=mw[q, r])
+                    torch.sum(torch.eq(src, mw[q, r, None], out=hit[:h, :w]), dim=1, out=cw[q, r])
+                if positive:
+                    torch.sum(torch.gt(src, 0.0, out=hit[:h, :w]), dim=1, out=pw[q, r])
+                if exp:
+                    torch.exp2(src, out=g)
+                    g.sub_(1.0)
+                    src = g
+                torch.sum(src, dim=1, out=s1w[q, r])
+                torch.mul(src, src, out=g)
+                torch.sum(g, dim=1, out=s2w[q, r])
+        s1, s2 = s1w.sum(dim=0, dtype=dtype), s2w.sum(dim=0, dtype=dtype)
+        if not top:
+            return s1, s2, None, None
+        most = mw.amax(dim=0)
+        count = (cw * (mw == most)).sum(dim=0, dtype=dtype)
+        out = (s1, s2, most.to(dtype), count)
+        return (*out, pw.sum(dim=0, dtype=dtype)) if positive else out
 
 
 class TorchHostOps(NumpyOps):
@@ -702,3 +739,8 @@ class TorchHostOps(NumpyOps):
 #: over a tile stay in cache (measured on one thread at 1,024 x 20,000: 2^17 to 2^18 values
 #: about 0.6x the time of tiles of 2^21)
 _GAIN_TILE = 1 << 17
+
+
+def _np_float(dtype: Any) -> Any:
+    """The numpy float type of a torch float dtype (float32 or float64)."""
+    return np.float32 if dtype == torch.float32 else np.float64

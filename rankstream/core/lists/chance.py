@@ -27,12 +27,14 @@ HitRate and MRR add a ``(B, max k)`` product over the ranks, shared by the metri
 threshold. DCG and nDCG need each list's sums of gains: nDCG reads them from the ideal ranking it
 took where that holds every nonzero gain; binary relevance gives them from counts; otherwise, for
 a named gain, one pass over the labels in cache-sized tiles (``Ops.gain_sums``, shared by a
-collection's DCG and nDCG of one gain and threshold). Per-item weights take the nonzero gains
-(one ``nonzero`` pass, row tile by row tile); a callable gain, or no read-back (an accelerator, a
-``jit`` trace), one dense pass. DCG's ``IDCG@k`` comes from the counts where each list's positive
-gains are equal (binary relevance, found from the sums), else from a ``topk`` of the labels (or
-of the nonzero gains under item weights). Where values are read back no pass makes a full-size
-temporary.
+collection's DCG and nDCG of one gain and threshold). DCG makes that pass before it counts its
+relevant items (``Ops.gain_top``): the same pass also counts them for the kernel (its own count
+pass is not made) and finds each list's largest label ``y_max`` and how many items hold it, so
+``IDCG@k = g(y_max) D1(k')`` where at least ``k'`` items hold it, ``(s1 / c) D1(min(c, k'))``
+where the ``c`` positive gains are equal, and a ``topk`` of the labels only for the other lists.
+Per-item weights take the nonzero gains (one ``nonzero`` pass, row tile by row tile); a callable
+gain, or no read-back (an accelerator, a ``jit`` trace), one dense pass and a ``topk``. Where
+values are read back no pass makes a full-size temporary.
 """
 
 from __future__ import annotations
@@ -344,18 +346,162 @@ def _dense_gain_sums(kernel: Any, sel: Selection) -> tuple[Array, Array]:
     return _by_rows(sel, sel.n, tile, sel.item_labels, sel.full_valid, sel.full_item_weights)
 
 
-def _named_gain_sums(kernel: Any, sel: Selection) -> tuple[Array, Array] | None:
-    """``(sum x, sum x^2)`` ``(B,)`` for a named gain without item weights where values are read
-    back: one pass over the labels, tile by tile (``Ops.gain_sums``: the gain of every item
-    computed in a workspace tile and summed there, masked items filled with 0), cheaper than
-    finding the nonzero gains (measured: 0.3-0.5x their time at 1,024 x 20,000 with 5% of the
-    labels nonzero, 0.05x with every label graded); None elsewhere."""
+def _named_gain_sums(kernel: Any, sel: Selection, top: bool = False) -> tuple[Array, ...] | None:
+    """``(sum x, sum x^2, y_max, c_max)`` ``(B,)`` for a named gain without item weights where
+    values are read back: one pass over the labels, tile by tile (``Ops.gain_sums``: the gain
+    of every item computed in a workspace tile and summed there, masked items filled with 0),
+    cheaper than finding the nonzero gains (measured: 0.3-0.5x their time at 1,024 x 20,000
+    with 5% of the labels nonzero, 0.05x with every label graded); with ``top``
+    (``Ops.gain_top``, DCG) in the same pass each list's largest label ``y_max`` (after the
+    threshold, masked items 0) and the number ``c_max`` of items holding it, else those two
+    None. Kept per batch by gain and threshold: a later ask with ``top`` makes the pass
+    again with them. None elsewhere."""
     if not _sparse(kernel, sel) or sel.full_item_weights is not None:
         return None
-    return sel.ops.gain_sums(
-        sel.item_labels, kernel.gain == "exp_rank", kernel.conventions.relevance_threshold,
-        sel.full_valid, sel.positions.dtype, sel.ctx.workspace,
+    key = ("chance_sums", kernel.gain, kernel.conventions.relevance_threshold)
+    held = sel.shared.get(key)
+    if held is None or (top and held[2] is None):
+        pass_ = sel.ops.gain_top if top else sel.ops.gain_sums
+        out = pass_(
+            sel.item_labels, kernel.gain == "exp_rank", kernel.conventions.relevance_threshold,
+            sel.full_valid, sel.positions.dtype, sel.ctx.workspace,
+        )  # fmt: skip
+        held = sel.shared[key] = (*out, None, None) if len(out) == 2 else tuple(out)
+    return held
+
+
+def _looks_graded(kernel: Any, sel: Selection) -> bool:
+    """Whether the ranked labels ``(B, K)`` show two relevant labels (one small read): the
+    labels are graded, and the counts of binary relevance (:func:`_one_label`) cannot serve."""
+    ops, t = sel.ops, kernel.conventions.relevance_threshold
+    seen = sel.labels
+    eligible = seen > 0.0 if t is None else seen >= t
+    if seen.shape[0] == 0 or not ops.host_bools(ops.any(eligible))[0]:
+        return False
+    v = -ops.amin(-ops.where(eligible, seen, float("-inf")))
+    return ops.host_bools(ops.any(eligible & (seen != v)))[0]
+
+
+def share_gain_pass(kernel: Any, sel: Selection) -> None:
+    """DCG with ``chance=True``, before the kernel counts its relevant items: where the pass
+    of the named gains serves (:func:`_named_gain_sums`) and the relevant items are those with
+    ``y' > 0`` (threshold None or ``> 0``), one pass (``Ops.gain_top`` with ``positive``) gives
+    the sums of gains, each list's largest label and its count, and the count of relevant
+    items, kept for the kernel (``("relevant", t)``): the count pass the kernel would make is
+    folded into the pass of the gains. Nothing where the count is already kept (a collection),
+    nor for binary relevance without a mask (the ranked labels show one relevant label: the
+    counts of :func:`_one_label` cost less there)."""
+    t = kernel.conventions.relevance_threshold
+    if not _sparse(kernel, sel) or sel.full_item_weights is not None or (t is not None and t <= 0):
+        return
+    key = ("chance_sums", kernel.gain, t)
+    if ("relevant", t) in sel.shared or sel.shared.get(key) is not None:
+        return
+    if sel.full_valid is None and not _looks_graded(kernel, sel):
+        return  # binary relevance without a mask: the counts of _one_label cost less
+    out = sel.ops.gain_top(
+        sel.item_labels, kernel.gain == "exp_rank", t, sel.full_valid, sel.positions.dtype, sel.ctx.workspace,
+        positive=True,
     )  # fmt: skip
+    sel.shared[key] = tuple(out[:4])
+    sel.shared[("relevant", t)] = out[4]
+
+
+def _closed_flag(kernel: Any, sel: Selection) -> list[bool | None]:
+    """What the instance learnt from its last batch of this gain, threshold and ``K`` (nDCG):
+    ``[True]`` where every list held at least ``K`` items of its largest label (``> 0``),
+    ``[False]`` where one did not, ``[None]`` before any batch (kept in its workspace)."""
+    role = f"chance_closed:{kernel.gain}:{kernel.conventions.relevance_threshold}"
+    return sel.ctx.workspace.get(role, (sel.k, sel.n), lambda: [None])
+
+
+def _all_closed(sel: Selection, summed: tuple[Array, ...]) -> bool:
+    """Whether every list holds at least ``K`` items of its largest label ``y_max > 0``: its
+    ideal ranking's ``K`` labels are all ``y_max`` (one small read)."""
+    ops, most, count = sel.ops, summed[2], summed[3]
+    return bool(most.shape[0]) and ops.host_bools(ops.all((count >= float(sel.k)) & (most > 0.0)))[0]
+
+
+def _learning(kernel: Any, sel: Selection) -> bool:
+    """nDCG before its first batch (:func:`_closed_flag`): the pass of the gains also finds the
+    largest labels, to learn whether the next batch may skip the kernel's ``topk``."""
+    return _closed_flag(kernel, sel)[0] is None
+
+
+def share_ideal(kernel: Any, sel: Selection) -> None:
+    """nDCG with ``chance=True``, before the kernel takes its ideal ranking (a ``topk`` of the
+    labels): where the instance's last batch had every list's top ``K`` labels equal to its
+    largest label (:func:`_closed_flag`), the pass of the gains chance needs is made first, with
+    each list's largest label ``y_max`` and its count (``Ops.gain_top``); where every list of
+    this batch holds at least ``K`` items of ``y_max > 0`` its ideal ranking is ``K`` times
+    ``y_max`` (every item a real one), kept for the kernel (``("ideal", prefix)``: no ``topk``
+    of the labels). Else the kernel takes its ``topk`` as without chance, and the instance
+    learns it for the next batch. The first batch learns it from the pass chance makes after
+    the kernel (three more operations per tile there), or from the counts of binary relevance
+    (every list closed where each holds at least ``K`` relevant items)."""
+    if not _sparse(kernel, sel) or sel.full_item_weights is not None:
+        return
+    if ("ideal", True) in sel.shared or ("ideal", False) in sel.shared:
+        return
+    flag = _closed_flag(kernel, sel)
+    if not flag[0]:
+        return
+    summed = _named_gain_sums(kernel, sel, True)
+    flag[0] = _all_closed(sel, summed)
+    if not flag[0]:
+        return
+    ops, acc = sel.ops, sel.positions.dtype
+    ideal = ops.zeros((int(summed[2].shape[0]), sel.k), sel.positions, acc) + summed[2][:, None]
+    kept = (ideal, None if sel.full_valid is None else ideal * 0.0 + 1.0)
+    sel.shared[("ideal", True)] = sel.shared[("ideal", False)] = kept
+
+
+def _ideal_from_top(kernel: Any, sel: Selection, summed: tuple[Array, ...], kk: Array, table: Array) -> Array:
+    """DCG's ``IDCG@k`` ``(B, len(top_k))`` from the pass of the gains (named gains, no item
+    weights), a ``topk`` of the labels only for the lists it leaves open. A list is closed
+    where its top ``k'`` items all hold its largest label ``y_max`` (``c_max >= k'`` at the
+    largest ``k``, and ``y_max > 0`` under a mask, whose items hold 0 in the pass):
+    ``IDCG@k = g(y_max) D1(k')``; or where its items of positive gain share one gain
+    (``s1^2 = c s2``, :func:`_equal_gains` list by list): ``(s1 / c) D1(min(c, k'))``. The
+    open lists (few where lists hold ``max k`` or more items of their top grade) are gathered
+    a few rows at a time and take the ``topk`` of their labels; past half the batch, one
+    ``topk`` of every list (the ideal ranking nDCG takes)."""
+    ops = sel.ops
+    s1, s2, most, count = summed
+    d1 = _at(sel, table, kk)
+    closed = count >= kk[:, -1]
+    if sel.full_valid is not None:
+        closed = closed & (most > 0.0)
+    idcg = kernel._gains(sel, most)[:, None] * d1
+    t = kernel.conventions.relevance_threshold
+    if t is None or t > 0:  # one positive gain per list: its c items first
+        c = kernel.count_relevant(sel)
+        equal = ops.where(c > 0, (s1 * s1 == c * s2) & (s1 > 0.0), s2 == 0.0)
+        first = _divide(sel, s1, c)[:, None] * _at(sel, table, ops.minimum(c[:, None], kk))
+        idcg = ops.where(closed[:, None], idcg, first)
+        closed = closed | equal
+    rows = np.flatnonzero(~np.asarray(ops.to_numpy(closed), dtype=bool))
+    b = int(closed.shape[0])
+    if rows.size == 0:
+        return idcg
+    if 2 * rows.size > b:
+        return ops.where(closed[:, None], idcg, _ideal_dcg(kernel, sel, None))
+    cuts, acc = kernel.discount_cuts(sel), sel.positions.dtype
+    step = max(_TILE_VALUES // max(sel.n, 1), 1)
+    parts = []
+    for a in range(0, rows.size, step):
+        idx = ops.asarray(rows[a : a + step].tolist(), sel.item_labels, ops.int_dtype())
+        labels = ops.take(sel.item_labels, idx, 0)
+        if sel.full_valid is None:
+            top = ops.cast(ops.topk(labels, sel.k)[0], acc)
+            gains = kernel._gains(sel, top)
+        else:
+            vals = ops.masked_topk(labels, sel.k, ops.take(sel.full_valid, idx, 0), sel.ctx.workspace)[0]
+            ok = vals > float("-inf")
+            gains = kernel._gains(sel, ops.cast(ops.where(ok, vals, 0.0), acc)) * ops.cast(ok, acc)
+        parts.append(ops.matmul(gains, cuts))
+    index = ops.asarray(rows.tolist(), sel.item_labels, ops.int_dtype())
+    return ops.set_rows(idcg, index, ops.concat(parts, axis=0) if len(parts) > 1 else parts[0])
 
 
 def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None) -> Array:
@@ -483,15 +629,28 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
     d1, d2 = _at(sel, table, kk), _at(sel, _prefix_table(sel, d * d), kk)
     key = ("chance_gains", kernel.gain, kernel.conventions.relevance_threshold)
     read = _from_ideal(kernel, sel) if normalised else None
-    one = None if read is not None else sel.once(("chance_one", *key[1:]), lambda: _one_label(kernel, sel))
+    held = sel.shared.get(("chance_sums", *key[1:]))  # made with the kernel's count (DCG)
+    counted = read is None and held is not None and held[2] is not None
+    one = (
+        None
+        if read is not None or counted
+        else sel.once(("chance_one", *key[1:]), lambda: _one_label(kernel, sel))
+    )
     gains = summed = None
+    if normalised and (read is not None or one is not None) and _learning(kernel, sel):
+        # nDCG's first batch: every list closed where each holds >= K relevant items of one label
+        closed = one is not None and bool(one[1].shape[0])
+        closed = closed and one[0] > 0 and ops.host_bools(ops.all(one[1] >= float(sel.k)))[0]
+        _closed_flag(kernel, sel)[0] = closed
     if read is not None:
         s1, s2 = read
     elif one is not None:  # binary relevance: every nonzero gain is g(v)
         g = kernel._gains(sel, ops.asarray([one[0]], sel.positions, sel.positions.dtype))
         s1, s2 = g * one[1], g * g * one[1]
-    elif (summed := sel.once(("chance_sums", *key[1:]), lambda: _named_gain_sums(kernel, sel))) is not None:
-        s1, s2 = summed
+    elif (summed := _named_gain_sums(kernel, sel, not normalised or _learning(kernel, sel))) is not None:
+        s1, s2 = summed[:2]
+        if normalised and summed[2] is not None:
+            _closed_flag(kernel, sel)[0] = _all_closed(sel, summed)
     else:
         gains = sel.once(key, lambda: _Gains(kernel, sel)) if _sparse(kernel, sel) else None
         s1, s2 = (gains.s1, gains.s2) if gains is not None else _dense_gain_sums(kernel, sel)
@@ -504,6 +663,8 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
         idcg = g[:, None] * _at(sel, table, ops.minimum(one[1][:, None], kk))
     elif not normalised and summed is not None and (equal := _equal_gains(kernel, sel, s1, s2)) is not None:
         idcg = _divide(sel, s1, equal)[:, None] * _at(sel, table, ops.minimum(equal[:, None], kk))
+    elif not normalised and summed is not None:
+        idcg = _ideal_from_top(kernel, sel, summed, kk, table)
     else:
         idcg = _ideal_dcg(kernel, sel, gains)
     if not normalised:

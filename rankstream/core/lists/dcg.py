@@ -24,6 +24,7 @@ from typing import Any
 
 from rankstream.core.backends import Array  # noqa: F401
 from rankstream.core.lists.base import ListOutput, Selection
+from rankstream.core.lists.chance import share_gain_pass
 from rankstream.core.lists.ndcg import NDCGKernel
 
 
@@ -40,6 +41,8 @@ class DCGKernel(NDCGKernel):
         super().__init__(top_k, relevance_threshold=relevance_threshold, **options)
 
     def list_values(self, sel: Selection) -> ListOutput:
+        if self.chance:  # the count of relevant items from the pass of the gains chance makes
+            share_gain_pass(self, sel)
         _, dcg = self.dcg(sel)
         relevant = self.count_relevant(sel) > 0
         if self.conventions.weighting != "keras_rs":

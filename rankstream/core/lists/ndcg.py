@@ -34,6 +34,7 @@ from typing import Any
 
 from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListKernel, ListOutput, Selection, call_user
+from rankstream.core.lists.chance import share_ideal
 from rankstream.core.lists.ties import group_means
 
 GAIN_NAMES = ("exp_rank", "linear_rank")
@@ -157,6 +158,8 @@ class NDCGKernel(ListKernel):
         return g, wg
 
     def list_values(self, sel: Selection) -> ListOutput:
+        if self.chance:  # chance's pass of the gains may give the ideal ranking first
+            share_ideal(self, sel)
         ops = sel.ops
         named = sel.full_item_weights is None and isinstance(self.gain, str)
         if (
