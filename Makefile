@@ -50,8 +50,9 @@ $(addprefix test-keras-,$(KERAS_BACKENDS)): test-keras-%: venv
 bench: venv
 	$(BIN)/python benchmarks/run.py
 
-# rankstream.spark against Spark's own RankingEvaluator on one Parquet DataFrame: 1,000,000
-# queries x 100 candidates on local[2] (needs Java 17; takes minutes), markdown on stdout.
+# rankstream.spark against Spark's RankingMetrics and RankingEvaluator on one Parquet DataFrame:
+# 1,000,000 queries x 100 candidates on local[2] (needs Java 17; about 20 minutes, most of them
+# RankingMetrics'), markdown on stdout.
 # A quicker run: make bench-spark BENCH_SPARK_ARGS="--queries 50000"
 bench-spark: venv
 	$(BIN)/python benchmarks/bench_spark.py $(BENCH_SPARK_ARGS)
