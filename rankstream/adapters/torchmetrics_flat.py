@@ -188,7 +188,7 @@ class FlatQueries:
         for a in range(0, int(row.shape[0]), step):
             rows = scores.index_select(0, row[a : a + step])
             own = values[a : a + step]
-            parts.append((rows == own if equal else rows > own).sum(1, dtype=_COUNT))
+            parts.append(_row_counts(torch.eq if equal else torch.gt, rows, own))
         return torch.cat(parts) if parts else torch.zeros(0, dtype=_COUNT, device=row.device)
 
     def above(self, retrieved_only: bool) -> torch.Tensor:
@@ -245,9 +245,9 @@ class FlatQueries:
             best = torch.segment_reduce(
                 torch.where(self.relevant(retrieved_only), p, float("-inf")), "max", lengths=lengths
             )
-            above = (scores > best[:, None]).sum(1, dtype=_COUNT).to(torch.int64)
+            above = _row_counts(torch.gt, scores, best[:, None]).to(torch.int64)
             found = self.relevant_per_query(retrieved_only) > 0
-            tied = found & ((scores == best[:, None]).sum(1, dtype=_COUNT) > 1)
+            tied = found & (_row_counts(torch.eq, scores, best[:, None]) > 1)
             if bool(tied.any()):
                 if not self.sparse(retrieved_only, None):
                     return None
@@ -272,6 +272,14 @@ class FlatQueries:
 
     def n_queries(self) -> int:
         return int(self.sorted_items()[2].shape[0])
+
+
+def _row_counts(compare: Callable[..., torch.Tensor], a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Per row, where ``compare(a, b)`` holds (``a`` ``(R, L)``, ``b`` ``(R, 1)``), int32: the
+    comparison written as 0/1 into a float32 array and summed (exact below 2^24 per row), several
+    times faster on CPU than a sum of the bools, which converts them first."""
+    out = torch.empty(a.shape, dtype=torch.float32, device=a.device)
+    return compare(a, b, out=out).sum(1).to(_COUNT)
 
 
 def _rows_sum(fq: FlatQueries, row: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
