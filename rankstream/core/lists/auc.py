@@ -134,8 +134,9 @@ class AUCKernel(BinaryListKernel):
             pos, neg = rel * member, (1.0 - rel) * member
             key = ops.where(valid[rows], scores, float("-inf"))
         auc, n_pos, n_neg = midrank_auc(ops, key, pos, neg)
-        w = sel.full_item_weights
-        w_rel = None if w is None else ops.sum(pos * w[rows], axis=1)
+        w_rel = (
+            None if sel.batch_item_weights is None else ops.sum(pos * sel.block_item_weights(rows), axis=1)
+        )
         return auc, n_pos, n_neg, w_rel
 
     def outputs(self, sel: Selection, invalid: Array | None) -> ListOutput:

@@ -128,7 +128,7 @@ def group_sums(
 
 def _pass(sel: Any, item_fn: Callable[..., Array] | None) -> tuple[Array, Array | None]:
     tg = sel.ties
-    items = [sel.item_labels, sel.full_item_weights]
+    items = [sel.item_labels, sel.batch_item_weights]  # read on tied items of the lists only
     acc = sel.positions.dtype
     return sel.ops.tie_sums(
         tg.scores, tg.boundary, sel.full_valid, items, item_fn, acc, sel.ctx.workspace, rows=tg.rows
