@@ -52,7 +52,11 @@ class BinaryListKernel(ListKernel):
         ops, t = sel.ops, self.conventions.relevance_threshold
 
         def block(rows: slice) -> tuple[Array, Array | None]:
-            w_items = self.is_relevant(sel, sel.block_labels(rows)) * sel.block_item_weights(rows)
+            labels = sel.item_labels[rows]
+            rel = labels > 0 if t is None else labels >= t  # NaN: False
+            if sel.full_valid is not None:
+                rel = rel & sel.full_valid[rows]
+            w_items = ops.where(rel, ops.cast(sel.batch_item_weights[rows], sel.positions.dtype), 0.0)
             return ops.sum(w_items, axis=1), ops.topk(w_items, sel.k)[0] if top else None
 
         if not top and ("item_weighted_relevance", t, True) in sel.shared:

@@ -21,8 +21,8 @@ IDEAL_PREFIX_FROM = 1024
 #: each block at most a :data:`ROW_BLOCK_SHARE`-th of the batch and :data:`ROW_BLOCK_MAX` values,
 #: so its few float64 temporaries stay a small share of the scores' bytes
 ROW_BLOCKS_FROM = 1 << 16
-ROW_BLOCK_SHARE = 64
-ROW_BLOCK_MAX = 1 << 19
+ROW_BLOCK_SHARE = 128
+ROW_BLOCK_MAX = 1 << 18
 
 
 @dataclass
