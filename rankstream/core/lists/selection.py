@@ -92,9 +92,11 @@ class Selection:
     def row_blocks(self) -> list[slice]:
         """The blocks of rows of the per-row passes over every item (:meth:`by_rows`): one
         block (every row) where values are not read back or the batch is small."""
+        if not self.ctx.read_back:  # traced: the batch size may be unknown
+            return [slice(None)]
         b, n = int(self.item_labels.shape[0]), self.n
-        if not self.ctx.read_back or b * n < ROW_BLOCKS_FROM:
-            return [slice(0, b)]
+        if b * n < ROW_BLOCKS_FROM:
+            return [slice(None)]
         step = max(1, min(b * n // ROW_BLOCK_SHARE, ROW_BLOCK_MAX) // n)
         return [slice(a, min(a + step, b)) for a in range(0, b, step)]
 
