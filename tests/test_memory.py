@@ -149,6 +149,45 @@ def test_the_per_list_auc_sorts_in_blocks_of_rows(batch, make, masked):
     assert got <= bound * scores_bytes(batch), f"{got / scores_bytes(batch):.3f}x the scores"
 
 
+@pytest.mark.parametrize("make", [lambda: ri.ListAUC(), lambda: ri.GAUC()], ids=["auc", "gauc"])
+def test_the_masked_per_list_auc_holds_at_most_a_quarter_of_the_scores(batch, make):
+    """The masked top-1 selection's tile is a 32nd of the scores, each block's sort drops its
+    temporaries once read, and GAUC counts the items of the lists from the mask's bytes."""
+    got = engine_peak(make, [(batch["scores"], batch["labels"], {"mask": batch["mask"]})])
+    assert got <= LIST_SHARE * scores_bytes(batch), f"{got / scores_bytes(batch):.3f}x the scores"
+
+
+TIED = {
+    "NDCG": lambda ties: ri.NDCG(top_k=[1, 5, 10, 20], ties=ties),
+    "MAP": lambda ties: ri.MAP(top_k=[1, 5, 10, 20], ties=ties),
+    "MeanReciprocalRank": lambda ties: ri.MeanReciprocalRank(top_k=[10], ties=ties),
+    "RPrecision": lambda ties: ri.RPrecision(ties=ties),
+    "ListMetrics": lambda ties: ri.ListMetrics(
+        [f"{m}@{k}" for m in ("ndcg", "map", "recall", "mrr", "precision") for k in (5, 10, 20)], ties=ties
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def tied_scores(batch):
+    """The scores rounded to 0.01: a few hundred distinct values per list, ties at every k."""
+    return torch.round(batch["scores"] * 100.0) / 100.0
+
+
+@pytest.mark.parametrize("ties", ["first", "expected"])
+@pytest.mark.parametrize(
+    ("name", "masked"),
+    [(name, False) for name in sorted(TIED)]
+    + [(name, True) for name in ("ListMetrics", "MeanReciprocalRank", "RPrecision")],
+)
+def test_rows_tied_throughout_hold_at_most_a_quarter_of_the_scores(batch, tied_scores, name, masked, ties):
+    """``ties="first"`` orders the top ``k + 1`` in place (the group at ``k`` completed by a
+    tiled comparison pass), never re-sorting a row; ``"expected"`` reads its groups likewise."""
+    out = (tied_scores, batch["labels"]) + (({"mask": batch["mask"]},) if masked else ())
+    got = engine_peak(lambda: TIED[name](ties), [out])
+    assert got <= LIST_SHARE * scores_bytes(batch), f"{name}: {got / scores_bytes(batch):.3f}x the scores"
+
+
 @pytest.mark.parametrize("name", ["MAP", "NDCG", "ListMetrics"])
 def test_a_mask_on_a_smaller_batch_makes_no_copy_of_it(name):
     """1,024 x 1,024 float32 (4 MiB, below one tile of the counting passes): the masked top-k

@@ -81,12 +81,13 @@ def warn_swapped_inputs(ops: Ops, batch: ListBatch) -> bool:
     look at (the check decided), so a metric checks until it has decided once."""
     n = max(batch.list_size, 1)
     rows = max(1, SWAP_SAMPLE // n)
-    scores = np.asarray(ops.to_numpy(batch.scores[:rows]), dtype=np.float64)
+    cols = min(n, SWAP_SAMPLE)  # a list longer than the sample: its first items
+    scores = np.asarray(ops.to_numpy(batch.scores[:rows, :cols]), dtype=np.float64)
     if scores.shape[0] == 0:
         return False
-    labels = np.asarray(ops.to_numpy(batch.labels[:rows]), dtype=np.float64)
+    labels = np.asarray(ops.to_numpy(batch.labels[:rows, :cols]), dtype=np.float64)
     if batch.valid is not None:
-        keep = np.asarray(ops.to_numpy(batch.valid[:rows]), dtype=bool)
+        keep = np.asarray(ops.to_numpy(batch.valid[:rows, :cols]), dtype=bool)
         scores, labels = scores[keep], labels[keep]
     if scores.size == 0:
         return False

@@ -184,7 +184,7 @@ def _top_read_back(
 
 #: the rows of one tile of the boundary pass of :func:`_first_in_place`: at most this share
 #: of the batch's values (at least one row), a few bytes per value each
-_FIRST_SHARE = 64
+_FIRST_SHARE = 128
 
 
 def _first_in_place(ops: Ops, scores: Array, vals: Array, idx: Array, k: int, valid: Array | None) -> Array:
@@ -199,6 +199,7 @@ def _first_in_place(ops: Ops, scores: Array, vals: Array, idx: Array, k: int, va
     acc = ops.acc_dtype(scores)
     order = ops.stable_argsort_desc([vals, -ops.cast(idx, acc)])
     idx, vals = ops.take_along(idx, order), ops.take_along(vals, order)
+    del order
     out = idx[:, :k]
     rows = ops.nonzero(vals[:, k] == vals[:, k - 1])
     r = int(rows.shape[0])
@@ -206,10 +207,12 @@ def _first_in_place(ops: Ops, scores: Array, vals: Array, idx: Array, k: int, va
         return out
     b, n = int(scores.shape[0]), int(scores.shape[1])
     v = ops.take(vals[:, k - 1], rows, axis=0)
-    held = ops.take(out, rows, axis=0)
     # the group's first place: the selection is sorted, so its equal values end at k - 1
     first = float(k) - ops.sum(ops.cast(ops.take(vals[:, :k], rows, axis=0) == v[:, None], acc), axis=1)
-    rank_key = float(n) - ops.arange(0, n, scores, acc)  # larger for a smaller index
+    del vals
+    # n - index, larger for a smaller index: exact in float32 below 2^24 items (a 4-byte tile)
+    key_dtype = scores.dtype if n < (1 << 24) and ops.dtype_name(scores) == "float32" else acc
+    rank_key = float(n) - ops.arange(0, n, scores, key_dtype)
     step = max(1, (b * n) // _FIRST_SHARE // n)
     found = []
     for a in range(0, r, step):
@@ -218,10 +221,13 @@ def _first_in_place(ops: Ops, scores: Array, vals: Array, idx: Array, k: int, va
         if valid is not None:
             equal = equal & ops.take(valid, t, axis=0)
         found.append(ops.topk(ops.where(equal, rank_key[None, :], 0.0), k)[1])
+        del equal
     smallest = found[0] if len(found) == 1 else ops.concat(found, axis=0)  # (r, k) increasing
+    del found
     place = ops.arange(0, k, first, acc)[None, :] - first[:, None]  # place within the group
-    pick = ops.take_along(smallest, ops.cast(ops.maximum(place, 0.0), ops.int_dtype()))
-    return ops.set_rows(out, rows, ops.where(place >= 0.0, ops.cast(pick, idx.dtype), held))
+    pick = ops.cast(ops.take_along(smallest, ops.cast(ops.maximum(place, 0.0), ops.int_dtype())), idx.dtype)
+    del smallest
+    return ops.set_rows(out, rows, ops.where(place >= 0.0, pick, ops.take(out, rows, axis=0)))
 
 
 def _top_any_order(ctx: Context, scores: Array, k: int, valid: Array | None, also: Array | None) -> Ranked:

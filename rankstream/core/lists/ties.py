@@ -51,7 +51,7 @@ class TieGroups:
         end: ``(B, K)`` ints, its last position within the selection.
         offset: ``(B, K)`` floats, the position's place in its group (``j - start``), made
             when read (one array fewer held while the metrics that need no offset run).
-        size: ``(B, K)`` floats, the group's size within the selection.
+        size: ``(B, K)`` floats, the group's size within the selection (made when read).
         open: ``(B, K)`` bool, positions of a group that may go on past the selection (the
             last group of a list whose item at ``K`` is in the list, when ``K < N``); None
             when the selection holds every item.
@@ -63,13 +63,17 @@ class TieGroups:
 
     start: Array
     end: Array
-    size: Array
     open: Array | None
     boundary: Array
     scores: Array
     rows: Array | None = None
     ops: Any = None
     acc: Any = None
+
+    @property
+    def size(self) -> Array:
+        """``(B, K)`` floats, each position's group's size within the selection."""
+        return self.ops.cast(self.end - self.start, self.acc) + 1.0
 
     @property
     def offset(self) -> Array:
@@ -95,7 +99,6 @@ def tie_groups(
     first = ops.ones_bool(values[:, :1])
     start, end = ops.run_bounds(ops.concat([first, differ], axis=1))
     del differ, first
-    size = ops.cast(end, acc) - ops.cast(start, acc) + 1.0
     is_open = None
     if k < n and (extend_rows is None or int(extend_rows.shape[0]) > 0):
         is_open = end == k - 1
@@ -107,7 +110,7 @@ def tie_groups(
     if extend_rows is not None and is_open is not None:
         boundary = ops.take(boundary, extend_rows, axis=0)
     return TieGroups(
-        start=start, end=end, size=size, open=is_open, boundary=boundary, scores=scores,
+        start=start, end=end, open=is_open, boundary=boundary, scores=scores,
         rows=extend_rows, ops=ops, acc=acc,
     )  # fmt: skip
 
@@ -129,7 +132,7 @@ def group_sums(
     del c
     s = s - before
     t = tg.size
-    if tg.open is not None:
+    if tg.open is not None:  # the open group's positions: its full size and sum
         if tg.rows is not None:  # the pass read those rows: back to one value per row
             zeros = ops.zeros((int(x.shape[0]),), x, x.dtype)
             count = ops.set_rows(zeros, tg.rows, count)
