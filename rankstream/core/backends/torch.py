@@ -107,7 +107,9 @@ def _buffer(ws: Workspace, role: str, shape: tuple[int, ...], dtype: Any) -> tor
     size = int(np.prod(shape, dtype=np.int64))
     role = f"{role}:{dtype}"
     held = ws.get(role, dtype, lambda: torch.empty(size, dtype=dtype))
-    if held.numel() < size:
+    if held.numel() < size:  # the smaller one let go first: never both held
+        del held
+        ws.put(role, dtype, None)
         held = ws.put(role, dtype, torch.empty(size, dtype=dtype))
     return held[:size].view(shape)
 
