@@ -177,8 +177,7 @@ def tied_scores(batch):
 @pytest.mark.parametrize("ties", ["first", "expected"])
 @pytest.mark.parametrize(
     ("name", "masked"),
-    [(name, False) for name in sorted(TIED)]
-    + [(name, True) for name in ("ListMetrics", "MeanReciprocalRank", "RPrecision")],
+    [(name, False) for name in sorted(TIED)] + [(name, True) for name in ("ListMetrics", "RPrecision")],
 )
 def test_rows_tied_throughout_hold_at_most_a_quarter_of_the_scores(batch, tied_scores, name, masked, ties):
     """``ties="first"`` orders the top ``k + 1`` in place (the group at ``k`` completed by a
@@ -316,7 +315,7 @@ def item_weights():
 @pytest.mark.parametrize(
     ("name", "masked"),
     [(name, False) for name in sorted(ITEM_WEIGHTED)]
-    + [(name, True) for name in ("DCG", "ListMetrics", "MAP", "NDCG", "RPrecision")],
+    + [(name, True) for name in ("ListMetrics", "RPrecision")],
 )
 def test_per_item_weights_hold_at_most_a_quarter_of_the_scores(batch, item_weights, name, masked):
     """The weights are read as given (no float64 copy, no masked copy), and the passes over
