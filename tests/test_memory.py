@@ -20,6 +20,7 @@ import torch
 from _hang_guard import run
 from ignite.engine import Engine
 
+import rankstream as rs
 import rankstream.core.backends.torch as torch_backend
 import rankstream.ignite as ri
 from benchmarks.common import peak_temp_bytes
@@ -148,6 +149,44 @@ def test_the_per_list_auc_sorts_in_blocks_of_rows(batch, make, masked):
     assert got <= bound * scores_bytes(batch), f"{got / scores_bytes(batch):.3f}x the scores"
 
 
+@pytest.mark.parametrize("make", [lambda: ri.ListAUC(), lambda: ri.GAUC()], ids=["auc", "gauc"])
+def test_the_masked_per_list_auc_holds_at_most_a_quarter_of_the_scores(batch, make):
+    """The masked top-1 selection's tile is a 32nd of the scores, each block's sort drops its
+    temporaries once read, and GAUC counts the items of the lists from the mask's bytes."""
+    got = engine_peak(make, [(batch["scores"], batch["labels"], {"mask": batch["mask"]})])
+    assert got <= LIST_SHARE * scores_bytes(batch), f"{got / scores_bytes(batch):.3f}x the scores"
+
+
+TIED = {
+    "NDCG": lambda ties: ri.NDCG(top_k=[1, 5, 10, 20], ties=ties),
+    "MAP": lambda ties: ri.MAP(top_k=[1, 5, 10, 20], ties=ties),
+    "MeanReciprocalRank": lambda ties: ri.MeanReciprocalRank(top_k=[10], ties=ties),
+    "RPrecision": lambda ties: ri.RPrecision(ties=ties),
+    "ListMetrics": lambda ties: ri.ListMetrics(
+        [f"{m}@{k}" for m in ("ndcg", "map", "recall", "mrr", "precision") for k in (5, 10, 20)], ties=ties
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def tied_scores(batch):
+    """The scores rounded to 0.01: a few hundred distinct values per list, ties at every k."""
+    return torch.round(batch["scores"] * 100.0) / 100.0
+
+
+@pytest.mark.parametrize("ties", ["first", "expected"])
+@pytest.mark.parametrize(
+    ("name", "masked"),
+    [(name, False) for name in sorted(TIED)] + [(name, True) for name in ("ListMetrics", "RPrecision")],
+)
+def test_rows_tied_throughout_hold_at_most_a_quarter_of_the_scores(batch, tied_scores, name, masked, ties):
+    """``ties="first"`` orders the top ``k + 1`` in place (the group at ``k`` completed by a
+    tiled comparison pass), never re-sorting a row; ``"expected"`` reads its groups likewise."""
+    out = (tied_scores, batch["labels"]) + (({"mask": batch["mask"]},) if masked else ())
+    got = engine_peak(lambda: TIED[name](ties), [out])
+    assert got <= LIST_SHARE * scores_bytes(batch), f"{name}: {got / scores_bytes(batch):.3f}x the scores"
+
+
 @pytest.mark.parametrize("name", ["MAP", "NDCG", "ListMetrics"])
 def test_a_mask_on_a_smaller_batch_makes_no_copy_of_it(name):
     """1,024 x 1,024 float32 (4 MiB, below one tile of the counting passes): the masked top-k
@@ -249,6 +288,47 @@ def test_r_precision_from_the_top_max_r_matches_the_reference_on_ties_and_masks(
         assert got == pytest.approx(want, rel=1e-9)
 
 
+# -- per-item weights (keras-rs's (batch, list_size) sample_weight) ----------------------
+
+KERAS_RS = {"weighting": "keras_rs", "negative_labels": "mask"}
+ITEM_WEIGHTED = {
+    "MAP": lambda: MAPKernel(top_k=[1, 5, 10, 20], **KERAS_RS),
+    "NDCG": lambda: rs.NDCGKernel(top_k=[1, 5, 10, 20], **KERAS_RS),
+    "DCG": lambda: rs.DCGKernel(top_k=[5, 20], **KERAS_RS),
+    "Precision": lambda: rs.PrecisionKernel(top_k=[5, 20], **KERAS_RS),
+    "Recall": lambda: rs.RecallKernel(top_k=[5, 20], **KERAS_RS),
+    "HitRate": lambda: rs.HitRateKernel(top_k=[5, 20], **KERAS_RS),
+    "MeanReciprocalRank": lambda: rs.ReciprocalRankKernel(top_k=[10], **KERAS_RS),
+    "RPrecision": lambda: rs.RPrecisionKernel(**KERAS_RS),
+    "ListMetrics": lambda: ListMetricsKernel(
+        ["ndcg@10", "map@5", "recall@20", "mrr@10", "precision@5"], **KERAS_RS
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def item_weights():
+    """Per-item weights in [0.5, 1.5): every item keeps its place in its list."""
+    return torch.rand(B, N, generator=torch.Generator().manual_seed(11)) + 0.5
+
+
+@pytest.mark.parametrize(
+    ("name", "masked"),
+    [(name, False) for name in sorted(ITEM_WEIGHTED)]
+    + [(name, True) for name in ("ListMetrics", "RPrecision")],
+)
+def test_per_item_weights_hold_at_most_a_quarter_of_the_scores(batch, item_weights, name, masked):
+    """The weights are read as given (no float64 copy, no masked copy), and the passes over
+    every item (each list's weighted relevance, the ideal ranking by weighted gain) go by
+    blocks of rows."""
+    make, s, y = ITEM_WEIGHTED[name], batch["scores"], batch["labels"]
+    kw = {"sample_weight": item_weights, **({"mask": batch["mask"]} if masked else {})}
+    State(make()).update(s, y, **kw)
+    st = State(make())
+    got = peak_temp_bytes(lambda: st.update(s, y, **kw))
+    assert got <= LIST_SHARE * scores_bytes(batch), f"{name}: {got / scores_bytes(batch):.3f}x the scores"
+
+
 # -- Keras on torch (a process of its own: the core suite runs Keras on TensorFlow) --------
 
 KERAS_TORCH_CHILD = """
@@ -288,6 +368,45 @@ def test_a_keras_on_torch_update_state_holds_a_quarter_of_the_scores():
     assert len(peaks) == 6
     # Keras' labels >= 0 padding convention costs no bool per label when no label is padding
     # (the smallest label and the labels' sum are read first)
+    sb = B * N * 4
+    for name, got in peaks.items():
+        assert got <= LIST_SHARE * sb, f"{name}: {got / sb:.3f}x the scores"
+
+
+KERAS_TORCH_ITEM_WEIGHTS_CHILD = """
+import json
+import torch
+import rankstream.keras as rk
+from benchmarks.common import peak_temp_bytes
+B, N = {B}, {N}
+g = torch.Generator().manual_seed(0)
+scores = torch.randn(B, N, generator=g)
+labels = (torch.rand(B, N, generator=g) < 0.005).float()
+weights = torch.rand(B, N, generator=g) + 0.5
+makers = {{
+    "NDCG": lambda: rk.NDCG(k=10),
+    "MAP": lambda: rk.MAP(k=10),
+    "DCG": lambda: rk.DCG(k=10),
+    "ListMetrics": lambda: rk.ListMetrics(["ndcg@10", "map@5", "recall@20", "mrr@10", "precision@5"]),
+}}
+out = {{}}
+for name, make in makers.items():
+    make().update_state(labels, scores, sample_weight=weights)  # lazy imports and caches
+    m = make()
+    out[name] = peak_temp_bytes(lambda: m.update_state(labels, scores, sample_weight=weights))
+print("PEAKS " + json.dumps(out))
+"""
+
+
+def test_a_keras_on_torch_update_state_with_per_item_weights_holds_a_quarter_of_the_scores():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(
+        os.environ, KERAS_BACKEND="torch", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
+    proc = run([sys.executable, "-c", KERAS_TORCH_ITEM_WEIGHTS_CHILD.format(B=B, N=N)], env=env, cwd=root)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    peaks = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("PEAKS "))[6:])
+    assert len(peaks) == 4
     sb = B * N * 4
     for name, got in peaks.items():
         assert got <= LIST_SHARE * sb, f"{name}: {got / sb:.3f}x the scores"

@@ -81,12 +81,13 @@ def warn_swapped_inputs(ops: Ops, batch: ListBatch) -> bool:
     look at (the check decided), so a metric checks until it has decided once."""
     n = max(batch.list_size, 1)
     rows = max(1, SWAP_SAMPLE // n)
-    scores = np.asarray(ops.to_numpy(batch.scores[:rows]), dtype=np.float64)
+    cols = min(n, SWAP_SAMPLE)  # a list longer than the sample: its first items
+    scores = np.asarray(ops.to_numpy(batch.scores[:rows, :cols]), dtype=np.float64)
     if scores.shape[0] == 0:
         return False
-    labels = np.asarray(ops.to_numpy(batch.labels[:rows]), dtype=np.float64)
+    labels = np.asarray(ops.to_numpy(batch.labels[:rows, :cols]), dtype=np.float64)
     if batch.valid is not None:
-        keep = np.asarray(ops.to_numpy(batch.valid[:rows]), dtype=bool)
+        keep = np.asarray(ops.to_numpy(batch.valid[:rows, :cols]), dtype=bool)
         scores, labels = scores[keep], labels[keep]
     if scores.size == 0:
         return False
@@ -131,8 +132,9 @@ class ListBatch:
     scores: (B, N) floating; labels: (B, N) floating (bool and int labels are cast);
     valid: (B, N) bool or None (False = the item is not in the list);
     weights: (B,) in the accumulation dtype, or None (all ones);
-    item_weights: (B, N) per-item weights in the accumulation dtype, 0 on items not in the
-    list, or None (only with ``list_batch(..., item_weights=True)``).
+    item_weights: (B, N) per-item weights as given (no copy: any real dtype, cast where read),
+    or None (only with ``list_batch(..., item_weights=True)``). They are positive on every item
+    of the lists (``valid`` drops the others); read them where ``valid`` is True only.
     """
 
     ops: Ops
@@ -342,7 +344,7 @@ def list_batch(
                     "per-item sample_weight must have the shape of y_pred (batch, num_items) = "
                     f"{_shape(y_pred)}, got shape {shape}"
                 )
-            per_item = ops.cast(w, acc)
+            per_item = w  # as given: read where valid, cast where read (no full-size copy)
         elif not _same_shape(shape, (b,)):
             raise ValueError(
                 f"sample_weight must be a scalar or have shape (batch,) = ({b},)"
@@ -367,9 +369,14 @@ def list_batch(
         weights = ops.where(keep, weights, 0.0)
         mask = (ops.ones_bool(y_pred) if mask is None else mask) & keep[:, None]
     if per_item is not None:
-        keep = per_item > 0
-        mask = keep if mask is None else mask & keep
-        per_item = ops.where(mask, per_item, 0.0)
+        # Items of weight <= 0 or NaN are dropped. One cheap read where reading is free: a
+        # smallest weight > 0 (NaN propagates) means none is, and then no mask is built.
+        clean = read_back and ops.can_read(per_item)
+        if clean and 0 not in _shape(per_item):
+            clean = ops.host_bools(ops.amin(per_item) > 0)[0]
+        if not clean:
+            keep = per_item > 0  # False for NaN too
+            mask = keep if mask is None else mask & keep
     return ListBatch(ops=ops, scores=y_pred, labels=y, valid=mask, weights=weights, item_weights=per_item)
 
 
@@ -384,16 +391,26 @@ def check_positive_ints(value: Any, name: str) -> list[int]:
     return sorted(items)
 
 
-def list_values_ok(ops: Ops, labels: Array, weights: Array | None, item_weights: Array | None) -> Array:
+def list_values_ok(
+    ops: Ops,
+    labels: Array,
+    weights: Array | None,
+    item_weights: Array | None,
+    valid: Array | None = None,
+    ws: Any = None,
+) -> Array:
     """A 0-d bool, True when :func:`check_list_values` finds nothing bad in these values (labels
     0 on items not in the list): read back with the ranking's tie check, it spares the update a
-    second read. False may be a false alarm (a sum of finite labels overflowing); the full check
-    decides then."""
+    second read. False may be a false alarm (a sum of finite labels or weights overflowing); the
+    full check decides then. ``item_weights`` as :class:`ListBatch` holds them (read where
+    ``valid``): a finite sum of them over the lists' items (row sums tile by tile under a mask,
+    no full-size temporary) means no ``+inf`` among them."""
     ok = ops.isfinite(ops.sum(labels))
     if weights is not None:
         ok = ok & ops.all(ops.isfinite(weights) & (weights >= 0))
     if item_weights is not None:
-        ok = ok & ~ops.any(item_weights == float("inf"))
+        rows = item_weights if valid is None else ops.masked_row_sums(item_weights, valid, ws)
+        ok = ok & ops.isfinite(ops.sum(rows))
     return ok
 
 
@@ -418,7 +435,7 @@ def check_list_values(sel: Any, negative_labels: str = "keep") -> Array | None:
         checks = [~ops.isfinite(ops.sum(labels))]  # cheap: a non-finite label makes it non-finite
         if w is not None:
             checks.append(ops.any(~ops.isfinite(w) | (w < 0)))
-        if sel.full_item_weights is not None:
+        if sel.batch_item_weights is not None:
             checks.append(ops.any(sel.full_item_weights == float("inf")))
         flags = ops.host_bools(ops.stack(checks))
         if flags[0] and ops.host_bools(ops.any(~ops.isfinite(labels)))[0]:
@@ -433,7 +450,7 @@ def check_list_values(sel: Any, negative_labels: str = "keep") -> Array | None:
                 "sample_weight must be finite and non-negative, got "
                 f"{ops.to_numpy(w)[:8].tolist()}{'...' if w.shape[0] > 8 else ''}"
             )
-        if sel.full_item_weights is not None and flags[-1]:
+        if sel.batch_item_weights is not None and flags[-1]:
             raise ValueError("sample_weight must be finite, got +inf among the per-item weights")
         return None
     bad_rows = ops.any(~ops.isfinite(labels), axis=1)

@@ -148,9 +148,18 @@ def _top_read_back(
     eq = vals[:, 1:] == vals[:, :-1]
     tie_rows = ops.any(eq, axis=1)
     rerank = tie_rows if labels is None else _ties_matter(ops, eq, idx, labels, valid, kq < n)
+    # "first" orders the selection itself (no re-ranking of whole rows), unless a valid -inf
+    # score may sit among masked items (which the -inf fill cannot tell apart)
+    in_place = ties == "first" and kq > k
+    if in_place and valid is not None:
+        checks.append(ops.any(vals[:, k - 1] == float("-inf")))
     flags = ops.host_bools(ops.stack([*checks, ops.any(tie_rows), ops.any(rerank)]))
     has_nan, any_tie, any_rerank = flags[0], flags[-2], flags[-1]
     also_ok = also is not None and flags[1]
+    if in_place and valid is not None:
+        in_place = not flags[-3]
+    if in_place and any_tie and any_rerank and not has_nan:
+        return _first_in_place(ops, scores, vals, idx, k, valid), has_nan, also_ok
     if any_tie and not has_nan:
         # drawn whenever a score tie is seen, so the random stream does not depend on labels
         perm = ops.randperm(n, scores, generator) if ties == "random" else None
@@ -171,6 +180,54 @@ def _top_read_back(
             order = ops.cast(ops.lookup(perm, order), idx.dtype)
         idx = ops.set_rows(idx, rows, order)
     return idx[:, :k], has_nan, also_ok
+
+
+#: the rows of one tile of the boundary pass of :func:`_first_in_place`: at most this share
+#: of the batch's values (at least one row), a few bytes per value each
+_FIRST_SHARE = 128
+
+
+def _first_in_place(ops: Ops, scores: Array, vals: Array, idx: Array, k: int, valid: Array | None) -> Array:
+    """The ``"first"`` order of a top-``(k + 1)`` selection taken in any order among equal
+    scores (``vals``, ``idx`` ``(B, k + 1)``; no NaN, no valid ``-inf`` among masked items):
+    the selection sorted by score, then index (the ``(B, k + 1)`` arrays only); where the
+    group of equal scores at place ``k`` goes on past the selection (``vals[:, k]`` equals
+    ``vals[:, k - 1]``), its ``m`` places are the ``m`` smallest indices among the row's items
+    of that score: one comparison pass over those rows, tile by tile (a
+    :data:`_FIRST_SHARE`-th of the batch at most), and a ``topk`` of ``n - index`` on the equal
+    items. No row is sorted whole."""
+    acc = ops.acc_dtype(scores)
+    order = ops.stable_argsort_desc([vals, -ops.cast(idx, acc)])
+    idx, vals = ops.take_along(idx, order), ops.take_along(vals, order)
+    del order
+    out = idx[:, :k]
+    rows = ops.nonzero(vals[:, k] == vals[:, k - 1])
+    r = int(rows.shape[0])
+    if r == 0:
+        return out
+    b, n = int(scores.shape[0]), int(scores.shape[1])
+    v = ops.take(vals[:, k - 1], rows, axis=0)
+    # the group's first place: the selection is sorted, so its equal values end at k - 1
+    first = float(k) - ops.sum(ops.cast(ops.take(vals[:, :k], rows, axis=0) == v[:, None], acc), axis=1)
+    del vals
+    # n - index, larger for a smaller index: exact in float32 below 2^24 items (a 4-byte tile)
+    key_dtype = scores.dtype if n < (1 << 24) and ops.dtype_name(scores) == "float32" else acc
+    rank_key = float(n) - ops.arange(0, n, scores, key_dtype)
+    step = max(1, (b * n) // _FIRST_SHARE // n)
+    found = []
+    for a in range(0, r, step):
+        t = rows[a : a + step]
+        equal = ops.take(scores, t, axis=0) == v[a : a + step, None]
+        if valid is not None:
+            equal = equal & ops.take(valid, t, axis=0)
+        found.append(ops.topk(ops.where(equal, rank_key[None, :], 0.0), k)[1])
+        del equal
+    smallest = found[0] if len(found) == 1 else ops.concat(found, axis=0)  # (r, k) increasing
+    del found
+    place = ops.arange(0, k, first, acc)[None, :] - first[:, None]  # place within the group
+    pick = ops.cast(ops.take_along(smallest, ops.cast(ops.maximum(place, 0.0), ops.int_dtype())), idx.dtype)
+    del smallest
+    return ops.set_rows(out, rows, ops.where(place >= 0.0, pick, ops.take(out, rows, axis=0)))
 
 
 def _top_any_order(ctx: Context, scores: Array, k: int, valid: Array | None, also: Array | None) -> Ranked:

@@ -68,8 +68,12 @@ _TIE_TILE = 1 << 16
 #: below this many values a masked ``topk`` masks a copy of the whole array (at most 4 MiB of
 #: float32): per tile it makes two calls, and below it their overhead shows on two threads
 #: (measured at 256 x 1,000: 1.7x one masked copy); from it on, tiles of an eighth of the batch
-#: (no slower than one masked copy)
+#: (no slower than one masked copy), or for a top 1 or 2 (a comparison pass per tile: the
+#: per-list AUC's selection) of a :data:`_TOPK_SHARE`-th (at least :data:`_MIN_TILE` values).
+#: Measured on one thread at 256 x 20,000 with ``k = 21``, tiles of a 32nd cost 3-10% more
+#: than tiles of an eighth, which the counting passes' tile holds anyway
 _TILED_TOPK = 1 << 20
+_TOPK_SHARE = 32
 
 
 def _tiles(b: int, n: int, share: int = 8, smallest: int = _MIN_TILE) -> list[tuple[slice, slice]]:
@@ -105,7 +109,9 @@ def _buffer(ws: Workspace, role: str, shape: tuple[int, ...], dtype: Any) -> tor
     size = int(np.prod(shape, dtype=np.int64))
     role = f"{role}:{dtype}"
     held = ws.get(role, dtype, lambda: torch.empty(size, dtype=dtype))
-    if held.numel() < size:
+    if held.numel() < size:  # the smaller one let go first: never both held
+        del held
+        ws.put(role, dtype, None)
         held = ws.put(role, dtype, torch.empty(size, dtype=dtype))
     return held[:size].view(shape)
 
@@ -272,12 +278,13 @@ class TorchOps(Ops):
 
     def masked_topk(self, x: Array, k: int, valid: Array, ws: Workspace | None = None) -> tuple[Array, Array]:
         """``topk`` of ``x`` with ``-inf`` where ``valid`` is False. On CPU, tile by tile of
-        whole rows (:func:`_row_step`, an eighth of the batch at most): each tile masked into
+        whole rows (an eighth of the batch at most; see :data:`_TILED_TOPK`): each tile masked into
         a workspace buffer and ranked there, so the scratch is one tile, never a masked copy
         of ``x``; the rows' results are those of one ``topk`` of the whole masked array."""
         fill = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
         b, n = int(x.shape[0]), int(x.shape[1])
-        step = _row_step(b, n)
+        share = _TOPK_SHARE if k <= 2 else 8
+        step = max(min(_TILE, (b * n) // 8, max((b * n) // share, _MIN_TILE)) // n, 1)
         if not _cpu(x) or ws is None or x.numel() < _TILED_TOPK or step >= b:
             return self.topk(torch.where(valid, x, fill), k)
         vals = torch.empty((b, k), dtype=x.dtype)

@@ -62,23 +62,30 @@ def midrank_auc(ops: Any, scores: Array, pos: Array, neg: Array) -> tuple[Array,
     starts in increasing place first)."""
     b, n = scores.shape[0], scores.shape[1]
     acc = pos.dtype
+    # each temporary is dropped once read for the last time: a block's peak is a few arrays
     vals, idx = ops.topk(scores, n)
     p = ops.take_along(pos, idx)
     q = ops.take_along(neg, idx)
+    del idx
     first = ops.zeros((b, 1), p, acc) + 1.0
     start = ops.concat([first, ops.cast(vals[:, 1:] != vals[:, :-1], acc)], axis=1)
+    del vals
     run = ops.cumsum(start, axis=1)  # 1..G: the run of each place
     places = ops.arange(1, n + 1, p, acc)
     _, starts = ops.topk(start * (n + 1.0 - places)[None, :] * 1.0, n)  # starts[:, g] = place of run g+1
-    int_dtype = ops.int_dtype()
-    g = ops.cast(run, int_dtype) - 1
+    del start, _
+    g = ops.cast(run, ops.int_dtype()) - 1
     q_before = ops.cumsum(q, axis=1) - q  # non-relevant items at earlier places
     q_total = ops.sum(q, axis=1)
+    del q
     q_gt = ops.take_along(q_before, ops.take_along(starts, g))
     last = run[:, -1:]
     nxt = ops.take_along(starts, ops.minimum(g + 1, n - 1))
+    del starts, g
     q_ge = ops.where(run < last, ops.take_along(q_before, nxt), q_total[:, None])
+    del run, nxt, q_before
     wins = ops.sum(p * (q_total[:, None] - 0.5 * (q_gt + q_ge)), axis=1)
+    del q_gt, q_ge
     p_total = ops.sum(p, axis=1)
     pairs = p_total * q_total
     auc = ops.where(pairs > 0, wins / ops.where(pairs > 0, pairs, 1.0), 0.0)
@@ -133,9 +140,12 @@ class AUCKernel(BinaryListKernel):
             member = ops.cast(valid[rows], acc)
             pos, neg = rel * member, (1.0 - rel) * member
             key = ops.where(valid[rows], scores, float("-inf"))
+            del member
+        del rel, scores
+        w_rel = (
+            None if sel.batch_item_weights is None else ops.sum(pos * sel.block_item_weights(rows), axis=1)
+        )
         auc, n_pos, n_neg = midrank_auc(ops, key, pos, neg)
-        w = sel.full_item_weights
-        w_rel = None if w is None else ops.sum(pos * w[rows], axis=1)
         return auc, n_pos, n_neg, w_rel
 
     def outputs(self, sel: Selection, invalid: Array | None) -> ListOutput:
@@ -147,7 +157,7 @@ class AUCKernel(BinaryListKernel):
             if sel.full_valid is None:
                 size = ops.zeros((sel.item_labels.shape[0],), sel.positions, acc) + float(sel.n)
             else:
-                size = ops.row_count(sel.full_valid, acc, sel.ctx.workspace)  # tile by tile
+                size = ops.valid_counts(sel.full_valid, acc, sel.ctx.workspace)  # from the mask's bytes
             out.weights = size if out.weights is None else out.weights * size
         return out
 

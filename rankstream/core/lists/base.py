@@ -177,8 +177,10 @@ def checked_values(sel: Selection, negative_labels: str) -> Array | None:
             return None
         if sel.full_valid is not None:
             ops = sel.ops
-            sums = ops.masked_row_sums(sel.item_labels, sel.full_valid, sel.ctx.workspace)
-            if ops.host_bools(list_values_ok(ops, sums, sel.weights, sel.full_item_weights))[0]:
+            ws = sel.ctx.workspace
+            sums = ops.masked_row_sums(sel.item_labels, sel.full_valid, ws)
+            ok = list_values_ok(ops, sums, sel.weights, sel.batch_item_weights, sel.full_valid, ws)
+            if ops.host_bools(ok)[0]:
                 return None
     return check_list_values(sel, negative_labels)
 
@@ -406,7 +408,9 @@ class ListKernel:
         # where values are read back, the value checks ride on the ranking's one read
         # (a finite sum of every label, masked or not, clears the labels of the lists too;
         # else :func:`checked_values` looks again at the items of the lists)
-        also = list_values_ok(ops, labels, batch.weights, batch.item_weights) if ctx.read_back else None
+        also = None
+        if ctx.read_back:
+            also = list_values_ok(ops, labels, batch.weights, batch.item_weights, valid, ctx.workspace)
         # the kernels read the labels and membership at each rank (and item weights, when given)
         key = labels if batch.item_weights is None else None
         ranked = top_ranked(ctx, scores, k, valid=valid, ties=self.conventions.ties, also=also, labels=key)
@@ -417,7 +421,10 @@ class ListKernel:
             member = ops.take_along(valid, idx)
             in_list = ops.cast(member, acc)
             lab_sel = ops.where(member, lab_sel, 0.0)  # whatever a masked item holds (NaN too)
-        w_sel = None if batch.item_weights is None else ops.take_along(batch.item_weights, idx)
+        w_sel = None
+        if batch.item_weights is not None:  # 0 where the ranked item is not in the list
+            w_sel = ops.cast(ops.take_along(batch.item_weights, idx), acc)
+            w_sel = w_sel if valid is None else ops.where(member, w_sel, 0.0)
         groups = None
         if ranked.values is not None:  # ties="expected": the tie groups of the selection
             from rankstream.core.lists.ties import tie_groups
@@ -436,7 +443,7 @@ class ListKernel:
             item_labels=labels,
             full_valid=valid,
             item_weights=w_sel,
-            full_item_weights=batch.item_weights,
+            batch_item_weights=batch.item_weights,
             has_nan=ranked.has_nan,
             nan_rows=ranked.nan_rows,
             values_ok=ranked.also_ok,
@@ -489,7 +496,7 @@ class ListKernel:
             out.expected, out.variance, out.best = chance_terms(self, sel)
         if conv.weighting == "keras_rs":
             w = self.list_weights(sel, out, invalid)
-            if self.weighted_values and sel.full_item_weights is not None:  # keras-rs divides it
+            if self.weighted_values and sel.batch_item_weights is not None:  # keras-rs divides it
                 values = self.divide(sel, values, w[:, None])
                 if self._chance:  # the same division (squared for the variance)
                     out.expected = self.divide(sel, out.expected, w[:, None])

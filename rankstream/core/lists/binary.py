@@ -41,9 +41,27 @@ class BinaryListKernel(ListKernel):
     def ranked_relevance(self, sel: Selection) -> tuple[Array, Array, Array | None]:
         """``(rel, R, W)``: the 0/1 relevance ``(B, K)`` of the ranked items (0 past the list's
         items), ``R`` per list and, with per-item weights, ``W = sum_i w_i rel_i`` (else None)."""
-        w = sel.full_item_weights
-        w_rel = None if w is None else sel.ops.sum(self.is_relevant(sel, sel.full_labels) * w, axis=1)
+        w_rel = None if sel.batch_item_weights is None else self.weighted_relevance(sel)[0]
         return self.is_relevant(sel, sel.labels), self.count_relevant(sel), w_rel
+
+    def weighted_relevance(self, sel: Selection, top: bool = False) -> tuple[Array, Array | None]:
+        """``(W, top)`` with per-item weights: ``W = sum_i w_i rel_i`` per list ``(B,)`` and, with
+        ``top``, the ``K`` largest ``w_i rel_i`` of each list in decreasing order ``(B, K)``
+        (else None). One pass over the items by blocks of rows (:meth:`Selection.by_rows`),
+        once per batch."""
+        ops, t = sel.ops, self.conventions.relevance_threshold
+
+        def block(rows: slice) -> tuple[Array, Array | None]:
+            labels = sel.item_labels[rows]
+            rel = labels > 0 if t is None else labels >= t  # NaN: False
+            if sel.full_valid is not None:
+                rel = rel & sel.full_valid[rows]
+            w_items = ops.where(rel, ops.cast(sel.batch_item_weights[rows], sel.positions.dtype), 0.0)
+            return ops.sum(w_items, axis=1), ops.topk(w_items, sel.k)[0] if top else None
+
+        if not top and ("item_weighted_relevance", t, True) in sel.shared:
+            return sel.shared[("item_weighted_relevance", t, True)]
+        return sel.once(("item_weighted_relevance", t, top), lambda: sel.by_rows(block))
 
     #: the values read only the hits at each ``k`` (precision, recall, hit rate, F1): at a ``k``
     #: reaching every item of the batch's lists the hits are ``R`` whatever the order, so such a

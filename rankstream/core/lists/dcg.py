@@ -47,6 +47,5 @@ class DCGKernel(NDCGKernel):
         relevant = self.count_relevant(sel) > 0
         if self.conventions.weighting != "keras_rs":
             return ListOutput(dcg, relevant)
-        g, wg = self.item_gains(sel)
-        g = g if sel.full_valid is None else g * sel.ops.cast(sel.full_valid, g.dtype)
-        return ListOutput(dcg, relevant, sel.ops.sum(g, axis=1), sel.ops.sum(wg, axis=1))
+        _, _, wg_sum, g_in = self.item_gain_rows(sel, top=False)
+        return ListOutput(dcg, relevant, g_in, wg_sum)

@@ -69,11 +69,10 @@ class MAPKernel(BinaryListKernel):
         sum_prec = self.cut(sel, ops.cumsum(hits, axis=1))
         n_rel = self.count_relevant(sel)  # R
         w_rel = None
-        if sel.full_item_weights is not None:
-            w_items = self.is_relevant(sel, sel.full_labels) * sel.full_item_weights
-            w_rel = ops.sum(w_items, axis=1)
+        if sel.batch_item_weights is not None:
+            w_rel, top = self.weighted_relevance(sel, top=self.denominator == "min")
             if self.denominator == "min":  # the best numerator reachable in the top k
-                denom = self.cut(sel, ops.cumsum(ops.topk(w_items, sel.k)[0], axis=1))
+                denom = self.cut(sel, ops.cumsum(top, axis=1))
             else:
                 denom = w_rel[:, None]
         elif self.denominator == "min":

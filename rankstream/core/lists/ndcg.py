@@ -149,7 +149,8 @@ class NDCGKernel(ListKernel):
 
     def item_gains(self, sel: Selection) -> tuple[Array, Array]:
         """``(g, wg)``: every item's gain and (weighted) gain ``(B, N)``, ``wg`` 0 on items
-        not in the list (one full pass over the labels)."""
+        not in the list (one full pass over the labels, full-size: the metrics' own paths take
+        :meth:`item_gain_rows`)."""
         y = sel.ops.cast(sel.full_labels, sel.positions.dtype)
         g = self._gains(sel, y)
         wg = g if sel.full_item_weights is None else g * sel.full_item_weights
@@ -157,11 +158,40 @@ class NDCGKernel(ListKernel):
             wg = wg * sel.ops.cast(sel.full_valid, y.dtype)
         return g, wg
 
+    def item_gain_rows(self, sel: Selection, top: bool = True) -> tuple[Array | None, Array, Array, Array]:
+        """``(ideal, g_sum, wg_sum, g_in)``: per list, the ``K`` largest (weighted) gains
+        ``w_i g(y_i)`` of its items in decreasing order ``(B, K)`` (0 past its last item; None
+        unless ``top``), the
+        sum of every item's gain ``g(y_i)`` (labels 0 on items not in the list), of the
+        weighted gains over its items, and of the gains over its items ``(B,)``. One pass over
+        the items by blocks of rows (:meth:`Selection.by_rows`: no full-size temporary where
+        values are read back), once per batch."""
+        ops, valid = sel.ops, sel.full_valid
+
+        def block(rows: slice) -> tuple[Array | None, Array, Array, Array]:
+            g = self._gains(sel, sel.block_labels(rows))
+            wg = g if sel.batch_item_weights is None else g * sel.block_item_weights(rows)
+            g_sum = ops.sum(g, axis=1)
+            if valid is None:
+                return ops.topk(wg, sel.k)[0] if top else None, g_sum, ops.sum(wg, axis=1), g_sum
+            member = valid[rows]
+            g_in = ops.sum(ops.where(member, g, 0.0), axis=1)
+            wg = ops.where(member, wg, 0.0)
+            if not top:
+                return None, g_sum, ops.sum(wg, axis=1), g_in
+            best = ops.topk(ops.where(member, wg, float("-inf")), sel.k)[0]
+            return ops.where(best > float("-inf"), best, 0.0), g_sum, ops.sum(wg, axis=1), g_in
+
+        key = ("item_gain_rows", *self.gain_key())
+        if not top and (*key, True) in sel.shared:
+            return sel.shared[(*key, True)]
+        return sel.once((*key, top), lambda: sel.by_rows(block))
+
     def list_values(self, sel: Selection) -> ListOutput:
         if self.chance:  # chance's pass of the gains may give the ideal ranking first
             share_ideal(self, sel)
         ops = sel.ops
-        named = sel.full_item_weights is None and isinstance(self.gain, str)
+        named = sel.batch_item_weights is None and isinstance(self.gain, str)
         if (
             named and sel.full_valid is None and sel.ties is None and sel.ctx.read_back
             and sel.labels.shape[0] * sel.k <= _STACKED
@@ -182,16 +212,10 @@ class NDCGKernel(ListKernel):
                 relevant = relevant & (ideal_in[:, 0] > 0)
             idcg = ops.matmul(ideal_gains, cuts[: ideal_gains.shape[1]])
             return ListOutput(self.divide(sel, dcg, idcg), relevant, ideal_gains[:, 0])
-        # One full pass: every item's (weighted) gain, items not in the list last; the ideal
+        # One pass over every item's (weighted) gain, items not in the list last; the ideal
         # ranking orders the items by (weighted) gain (a callable gain need not be monotone).
-        g, wg = self.item_gains(sel)
-        if sel.full_valid is not None:
-            ideal_gains = ops.topk(ops.where(sel.full_valid, wg, float("-inf")), sel.k)[0]
-            ideal_gains = ops.where(ideal_gains > float("-inf"), ideal_gains, 0.0)
-        else:
-            ideal_gains = ops.topk(wg, sel.k)[0]
+        ideal_gains, g_sum, wg_sum, _ = self.item_gain_rows(sel)
         idcg = ops.matmul(ideal_gains, cuts)
-        g_sum, wg_sum = ops.sum(g, axis=1), ops.sum(wg, axis=1)
         return ListOutput(self.divide(sel, dcg, idcg), ideal_gains[:, 0] > 0, g_sum, wg_sum)
 
     def _stacked(self, sel: Selection) -> ListOutput:

@@ -16,6 +16,13 @@ __all__ = ["IDEAL_PREFIX_FROM", "Selection", "positions"]
 #: ``Selection.ideal(prefix=True)`` cuts the ideal ranking after its last nonzero column from
 #: this many ranked items on (whole lists); below it the host read costs more than it saves
 IDEAL_PREFIX_FROM = 1024
+#: the per-row passes over every item of the batch (per-item weights, a callable gain's ideal
+#: ranking) go in blocks of rows from this many values on, where values are read back (eager):
+#: each block at most a :data:`ROW_BLOCK_SHARE`-th of the batch and :data:`ROW_BLOCK_MAX` values,
+#: so its few float64 temporaries stay a small share of the scores' bytes
+ROW_BLOCKS_FROM = 1 << 16
+ROW_BLOCK_SHARE = 128
+ROW_BLOCK_MAX = 1 << 18
 
 
 @dataclass
@@ -25,7 +32,10 @@ class Selection:
     ``full_*`` arrays are the batch's ``(B, N)`` ones. ``item_labels`` are the batch's labels
     as given (whatever a masked item holds: read them with ``full_valid``); ``full_labels``,
     0 on items not in the list, is a masked copy made on first use (a full-size temporary:
-    the default paths read ``item_labels`` and the mask instead)."""
+    the default paths read ``item_labels`` and the mask instead). Likewise ``batch_item_weights``
+    are the per-item weights as given and ``full_item_weights`` their masked copy in the
+    accumulation dtype; the eager paths read them by blocks of rows (:meth:`by_rows`,
+    :meth:`block_labels`, :meth:`block_item_weights`)."""
 
     ctx: Context
     k: int  # K = min(max(top_k), list size)
@@ -37,7 +47,8 @@ class Selection:
     item_labels: Array
     full_valid: Array | None
     item_weights: Array | None = None
-    full_item_weights: Array | None = None
+    #: the batch's ``(B, N)`` per-item weights as given (any real dtype; read where ``full_valid``)
+    batch_item_weights: Array | None = None
     #: what one metric computed from this batch for others (collections): per batch, never
     #: on a kernel, so kernels stay reentrant
     shared: dict[Any, Any] = field(default_factory=dict)
@@ -64,6 +75,54 @@ class Selection:
         if self.full_valid is None:
             return self.item_labels
         return self.once("full_labels", lambda: self.ops.where(self.full_valid, self.item_labels, 0.0))
+
+    @property
+    def full_item_weights(self) -> Array | None:
+        """The batch's ``(B, N)`` per-item weights in the accumulation dtype, 0 on items not in
+        the list (a full-size copy made once per batch, on first use; None without per-item
+        weights)."""
+        if self.batch_item_weights is None:
+            return None
+        return self.once("full_item_weights", lambda: self._weights_of(slice(None)))
+
+    def _weights_of(self, rows: slice) -> Array:
+        w = self.ops.cast(self.batch_item_weights[rows], self.positions.dtype)
+        return w if self.full_valid is None else self.ops.where(self.full_valid[rows], w, 0.0)
+
+    def row_blocks(self) -> list[slice]:
+        """The blocks of rows of the per-row passes over every item (:meth:`by_rows`): one
+        block (every row) where values are not read back or the batch is small."""
+        if not self.ctx.read_back:  # traced: the batch size may be unknown
+            return [slice(None)]
+        b, n = int(self.item_labels.shape[0]), self.n
+        if b * n < ROW_BLOCKS_FROM:
+            return [slice(None)]
+        step = max(1, min(b * n // ROW_BLOCK_SHARE, ROW_BLOCK_MAX) // n)
+        return [slice(a, min(a + step, b)) for a in range(0, b, step)]
+
+    def by_rows(self, fn: Any) -> tuple[Any, ...]:
+        """``fn(rows)`` (a tuple of per-row arrays, each ``(len(rows), ...)`` or None) over the
+        blocks of :meth:`row_blocks`, joined along the rows: the temporaries of a pass over
+        every item are those of one block."""
+        parts = [fn(rows) for rows in self.row_blocks()]
+        if len(parts) == 1:
+            return parts[0]
+        return tuple(
+            None if parts[0][i] is None else self.ops.concat([p[i] for p in parts], axis=0)
+            for i in range(len(parts[0]))
+        )
+
+    def block_labels(self, rows: slice) -> Array:
+        """The labels of the rows ``rows`` in the accumulation dtype, 0 on items not in the list."""
+        y = self.ops.cast(self.item_labels[rows], self.positions.dtype)
+        return y if self.full_valid is None else self.ops.where(self.full_valid[rows], y, 0.0)
+
+    def block_item_weights(self, rows: slice) -> Array:
+        """The per-item weights of the rows ``rows`` in the accumulation dtype, 0 on items not
+        in the list (the rows of :attr:`full_item_weights`, without the full-size copy)."""
+        if "full_item_weights" in self.shared:
+            return self.shared["full_item_weights"][rows]
+        return self._weights_of(rows)
 
     def ideal(self, prefix: bool = False) -> tuple[Array, Array | None]:
         """Top-``K`` labels of the items of each list in decreasing order (the ideal ranking),

@@ -49,8 +49,9 @@ class TieGroups:
     Attributes:
         start: ``(B, K)`` ints, the first position (0-based) of each position's group.
         end: ``(B, K)`` ints, its last position within the selection.
-        offset: ``(B, K)`` floats, the position's place in its group (``j - start``).
-        size: ``(B, K)`` floats, the group's size within the selection.
+        offset: ``(B, K)`` floats, the position's place in its group (``j - start``), made
+            when read (one array fewer held while the metrics that need no offset run).
+        size: ``(B, K)`` floats, the group's size within the selection (made when read).
         open: ``(B, K)`` bool, positions of a group that may go on past the selection (the
             last group of a list whose item at ``K`` is in the list, when ``K < N``); None
             when the selection holds every item.
@@ -62,12 +63,24 @@ class TieGroups:
 
     start: Array
     end: Array
-    offset: Array
-    size: Array
     open: Array | None
     boundary: Array
     scores: Array
     rows: Array | None = None
+    ops: Any = None
+    acc: Any = None
+
+    @property
+    def size(self) -> Array:
+        """``(B, K)`` floats, each position's group's size within the selection."""
+        return self.ops.cast(self.end - self.start, self.acc) + 1.0
+
+    @property
+    def offset(self) -> Array:
+        """``(B, K)`` floats, each position's place in its group."""
+        k = int(self.start.shape[1])
+        pos = self.ops.arange(0, k, self.size, self.acc)
+        return pos[None, :] - self.ops.cast(self.start, self.acc)
 
 
 def tie_groups(
@@ -85,11 +98,10 @@ def tie_groups(
         differ = differ | (in_list[:, 1:] != in_list[:, :-1])
     first = ops.ones_bool(values[:, :1])
     start, end = ops.run_bounds(ops.concat([first, differ], axis=1))
-    pos = ops.arange(0, k, values, acc)
-    start_f, end_f = ops.cast(start, acc), ops.cast(end, acc)
+    del differ, first
     is_open = None
     if k < n and (extend_rows is None or int(extend_rows.shape[0]) > 0):
-        is_open = end_f == float(k - 1)
+        is_open = end == k - 1
         if in_list is not None:
             is_open = is_open & (in_list[:, -1:] > 0)
         if extends is not None:
@@ -98,8 +110,8 @@ def tie_groups(
     if extend_rows is not None and is_open is not None:
         boundary = ops.take(boundary, extend_rows, axis=0)
     return TieGroups(
-        start=start, end=end, offset=pos[None, :] - start_f, size=end_f - start_f + 1.0,
-        open=is_open, boundary=boundary, scores=scores, rows=extend_rows,
+        start=start, end=end, open=is_open, boundary=boundary, scores=scores,
+        rows=extend_rows, ops=ops, acc=acc,
     )  # fmt: skip
 
 
@@ -111,12 +123,16 @@ def group_sums(
     of the batch's labels and item weights, summed by the comparison pass, kept per batch under
     ``key``) and the sum of ``x`` over the positions above the group."""
     ops, tg = sel.ops, sel.ties
-    c = ops.cumsum(x, axis=1)
-    before = ops.take_along(c, tg.start) - ops.take_along(x, tg.start)
-    s = ops.take_along(c, tg.end) - before
-    t = tg.size
-    if tg.open is not None:
+    if tg.open is not None:  # the comparison pass first: its tiles come before the sums' arrays
         count, total = sel.once(("tie_sums", key), lambda: _pass(sel, item_fn))
+    c = ops.cumsum(x, axis=1)
+    s = ops.take_along(c, tg.end)
+    c = c - x  # the sums over the positions above each one
+    before = ops.take_along(c, tg.start)
+    del c
+    s = s - before
+    t = tg.size
+    if tg.open is not None:  # the open group's positions: its full size and sum
         if tg.rows is not None:  # the pass read those rows: back to one value per row
             zeros = ops.zeros((int(x.shape[0]),), x, x.dtype)
             count = ops.set_rows(zeros, tg.rows, count)
@@ -128,7 +144,7 @@ def group_sums(
 
 def _pass(sel: Any, item_fn: Callable[..., Array] | None) -> tuple[Array, Array | None]:
     tg = sel.ties
-    items = [sel.item_labels, sel.full_item_weights]
+    items = [sel.item_labels, sel.batch_item_weights]  # read on tied items of the lists only
     acc = sel.positions.dtype
     return sel.ops.tie_sums(
         tg.scores, tg.boundary, sel.full_valid, items, item_fn, acc, sel.ctx.workspace, rows=tg.rows
