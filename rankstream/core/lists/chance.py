@@ -235,10 +235,10 @@ def _binary_terms(kernel: ListKernel, sel: Selection, r: Array) -> tuple[Array, 
 def _ap_terms(kernel: Any, sel: Selection, kk: Array, n: Array, r: Array) -> tuple[Array, Array, Array]:
     """AP@k: ``W_k = sum_{i <= j <= k} X_i X_j / j`` with ``E[W_k]`` and ``E[W_k^2]`` from the
     falling-factorial ratios ``m_s`` and ``H_k', H2_k'`` (MATH.md); ``AP@k = W_k / Z``."""
-    if sel.full_item_weights is not None:
+    if sel.batch_item_weights is not None:
         raise ValueError(
             "chance=True for MAP has no closed form with per-item weights (a (batch, num_items) "
-            f"sample_weight, here of shape {tuple(sel.full_item_weights.shape)}): pass one weight per "
+            f"sample_weight, here of shape {tuple(sel.batch_item_weights.shape)}): pass one weight per "
             "list, or leave chance off"
         )
     ops = sel.ops
@@ -279,7 +279,7 @@ class _Gains:
                 cond = cond & sel.full_valid[r]
             flat = ops.nonzero(ops.reshape(cond, (-1,)))
             g = kernel._gains(sel, ops.cast(ops.lookup(ops.reshape(y, (-1,)), flat), acc))
-            if sel.full_item_weights is not None:
+            if sel.batch_item_weights is not None:
                 g = g * ops.lookup(ops.reshape(sel.full_item_weights[r], (-1,)), flat)
             rows.append(ops.cast(flat // n + r.start, acc))
             gains.append(g)
@@ -356,7 +356,7 @@ def _named_gain_sums(kernel: Any, sel: Selection, top: bool = False) -> tuple[Ar
     threshold, masked items 0) and the number ``c_max`` of items holding it, else those two
     None. Kept per batch by gain and threshold: a later ask with ``top`` makes the pass
     again with them. None elsewhere."""
-    if not _sparse(kernel, sel) or sel.full_item_weights is not None:
+    if not _sparse(kernel, sel) or sel.batch_item_weights is not None:
         return None
     key = ("chance_sums", kernel.gain, kernel.conventions.relevance_threshold)
     held = sel.shared.get(key)
@@ -392,7 +392,7 @@ def share_gain_pass(kernel: Any, sel: Selection) -> None:
     nor for binary relevance without a mask (the ranked labels show one relevant label: the
     counts of :func:`_one_label` cost less there)."""
     t = kernel.conventions.relevance_threshold
-    if not _sparse(kernel, sel) or sel.full_item_weights is not None or (t is not None and t <= 0):
+    if not _sparse(kernel, sel) or sel.batch_item_weights is not None or (t is not None and t <= 0):
         return
     key = ("chance_sums", kernel.gain, t)
     if ("relevant", t) in sel.shared or sel.shared.get(key) is not None:
@@ -439,7 +439,7 @@ def share_ideal(kernel: Any, sel: Selection) -> None:
     learns it for the next batch. The first batch learns it from the pass chance makes after
     the kernel (three more operations per tile there), or from the counts of binary relevance
     (every list closed where each holds at least ``K`` relevant items)."""
-    if not _sparse(kernel, sel) or sel.full_item_weights is not None:
+    if not _sparse(kernel, sel) or sel.batch_item_weights is not None:
         return
     if ("ideal", True) in sel.shared or ("ideal", False) in sel.shared:
         return
@@ -513,7 +513,7 @@ def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None) -> Array:
     ops = sel.ops
     cuts = kernel.discount_cuts(sel)
     conv = kernel.conventions
-    named = sel.full_item_weights is None and isinstance(kernel.gain, str)
+    named = sel.batch_item_weights is None and isinstance(kernel.gain, str)
     if named and (not isinstance(kernel, DCGKernel) or gains is None):
         cached = ("ideal", False) in sel.shared and ("ideal", True) not in sel.shared
         ideal, ideal_in = sel.ideal(prefix=not cached)  # the one the kernel took
@@ -539,7 +539,7 @@ def _counted_gains(kernel: Any, sel: Selection) -> bool:
     threshold ``> 0``, or negative labels masked)."""
     conv = kernel.conventions
     t = conv.relevance_threshold
-    if not _sparse(kernel, sel) or sel.full_item_weights is not None:
+    if not _sparse(kernel, sel) or sel.batch_item_weights is not None:
         return False
     return (t is not None and t > 0) or (t is None and conv.negative_labels == "mask")
 

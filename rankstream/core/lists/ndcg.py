@@ -153,7 +153,7 @@ class NDCGKernel(ListKernel):
         :meth:`item_gain_rows`)."""
         y = sel.ops.cast(sel.full_labels, sel.positions.dtype)
         g = self._gains(sel, y)
-        wg = g if sel.full_item_weights is None else g * sel.full_item_weights
+        wg = g if sel.batch_item_weights is None else g * sel.full_item_weights
         if sel.full_valid is not None:
             wg = wg * sel.ops.cast(sel.full_valid, y.dtype)
         return g, wg
