@@ -92,3 +92,35 @@ def test_tied_rows_through_an_engine_give_the_reference_values(tiles):
             k = int(name.split("@")[1]) if "@" in name else n
             want = ref.mean_over_lists(fn, scores.tolist(), labels.tolist(), k, masks=masks)
             assert got[name] == pytest.approx(want, rel=1e-9), name
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("n", [40, 60, 700])
+def test_random_ties_in_place_equal_the_resort_after_the_same_permutation(monkeypatch, masked, n):
+    """``ties="random"`` orders the selection in place with each item's place in the batch's
+    random column permutation as its key: the same values, seed for seed, as the re-sort of the
+    tied rows after that permutation (the path taken when "random" is not in ``IN_PLACE``),
+    through an Ignite Engine; and the in-place path is the one taken."""
+    scores, mask = tied(24, n, seed=n, masked=masked, levels=5)
+    g = torch.Generator().manual_seed(n + 1)
+    labels = (torch.rand(24, n, generator=g) < 0.2).float() * torch.randint(1, 4, (24, n), generator=g)
+    batches = [
+        (scores[a : a + 8], labels[a : a + 8]) + (({"mask": mask[a : a + 8]},) if masked else ())
+        for a in (0, 8, 16)
+    ]
+    names = ["ndcg@5", "map@10", "mrr@3", "r_precision", "precision@20"]
+
+    def run() -> dict:
+        engine = Engine(lambda e, b: b)
+        ri.ListMetrics(names, ties="random", seed=7).attach(engine, "m")
+        return engine.run(batches).metrics["m"]
+
+    calls = []
+    original = topk._first_in_place
+    monkeypatch.setattr(topk, "_first_in_place", lambda *a: calls.append(a[6] is not None) or original(*a))
+    in_place = run()
+    assert any(calls), "the in-place path was not taken"
+    monkeypatch.setattr(topk, "IN_PLACE", ("first",))
+    resorted = run()
+    for name in names:
+        np.testing.assert_allclose(in_place[name], resorted[name], rtol=1e-12, atol=0, err_msg=name)

@@ -187,6 +187,17 @@ def test_rows_tied_throughout_hold_at_most_a_quarter_of_the_scores(batch, tied_s
     assert got <= LIST_SHARE * scores_bytes(batch), f"{name}: {got / scores_bytes(batch):.3f}x the scores"
 
 
+@pytest.mark.parametrize(("name", "masked"), [("ListMetrics", False), ("RPrecision", True)])
+def test_random_ties_on_rows_tied_throughout_hold_at_most_a_quarter_of_the_scores(
+    batch, tied_scores, name, masked
+):
+    """``ties="random"`` takes the same in-place order as ``"first"``, with each item's place in
+    the batch's random column permutation in place of its index (no tied row re-sorted)."""
+    out = (tied_scores, batch["labels"]) + (({"mask": batch["mask"]},) if masked else ())
+    got = engine_peak(lambda: TIED[name]("random"), [out])
+    assert got <= LIST_SHARE * scores_bytes(batch), f"{name}: {got / scores_bytes(batch):.3f}x the scores"
+
+
 @pytest.mark.parametrize("name", ["MAP", "NDCG", "ListMetrics"])
 def test_a_mask_on_a_smaller_batch_makes_no_copy_of_it(name):
     """1,024 x 1,024 float32 (4 MiB, below one tile of the counting passes): the masked top-k

@@ -148,9 +148,9 @@ def _top_read_back(
     eq = vals[:, 1:] == vals[:, :-1]
     tie_rows = ops.any(eq, axis=1)
     rerank = tie_rows if labels is None else _ties_matter(ops, eq, idx, labels, valid, kq < n)
-    # "first" orders the selection itself (no re-ranking of whole rows), unless a valid -inf
-    # score may sit among masked items (which the -inf fill cannot tell apart)
-    in_place = ties == "first" and kq > k
+    # "first" and "random" order the selection itself (no re-ranking of whole rows), unless a
+    # valid -inf score may sit among masked items (which the -inf fill cannot tell apart)
+    in_place = ties in IN_PLACE and kq > k
     if in_place and valid is not None:
         checks.append(ops.any(vals[:, k - 1] == float("-inf")))
     flags = ops.host_bools(ops.stack([*checks, ops.any(tie_rows), ops.any(rerank)]))
@@ -158,11 +158,17 @@ def _top_read_back(
     also_ok = also is not None and flags[1]
     if in_place and valid is not None:
         in_place = not flags[-3]
-    if in_place and any_tie and any_rerank and not has_nan:
-        return _first_in_place(ops, scores, vals, idx, k, valid), has_nan, also_ok
+    perm = None
     if any_tie and not has_nan:
         # drawn whenever a score tie is seen, so the random stream does not depend on labels
         perm = ops.randperm(n, scores, generator) if ties == "random" else None
+    if in_place and any_tie and any_rerank and not has_nan:
+        # random: the order of a stable sort after the column permutation perm, i.e. tied
+        # items by their place in it (perm's inverse: an argsort of n values)
+        key = None
+        if perm is not None:
+            key = ops.stable_argsort_desc([ops.reshape(-ops.cast(perm, ops.acc_dtype(scores)), (1, -1))])[0]
+        return _first_in_place(ops, scores, vals, idx, k, valid, key), has_nan, also_ok
     if any_tie and any_rerank and not has_nan:
         rows = ops.nonzero(rerank)
         sub = ops.take(scores, rows, axis=0)
@@ -182,12 +188,16 @@ def _top_read_back(
     return idx[:, :k], has_nan, also_ok
 
 
+#: the tie policies whose order the read-back path makes in the top-(k + 1) selection itself
+IN_PLACE = ("first", "random")
 #: the rows of one tile of the boundary pass of :func:`_first_in_place`: at most this share
 #: of the batch's values (at least one row), a few bytes per value each
 _FIRST_SHARE = 128
 
 
-def _first_in_place(ops: Ops, scores: Array, vals: Array, idx: Array, k: int, valid: Array | None) -> Array:
+def _first_in_place(
+    ops: Ops, scores: Array, vals: Array, idx: Array, k: int, valid: Array | None, key: Array | None = None
+) -> Array:
     """The ``"first"`` order of a top-``(k + 1)`` selection taken in any order among equal
     scores (``vals``, ``idx`` ``(B, k + 1)``; no NaN, no valid ``-inf`` among masked items):
     the selection sorted by score, then index (the ``(B, k + 1)`` arrays only); where the
@@ -195,9 +205,11 @@ def _first_in_place(ops: Ops, scores: Array, vals: Array, idx: Array, k: int, va
     ``vals[:, k - 1]``), its ``m`` places are the ``m`` smallest indices among the row's items
     of that score: one comparison pass over those rows, tile by tile (a
     :data:`_FIRST_SHARE`-th of the batch at most), and a ``topk`` of ``n - index`` on the equal
-    items. No row is sorted whole."""
+    items. No row is sorted whole. ``key`` ``(N,)``: each column's rank among equal scores in
+    place of its index (``ties="random"``: its place in the batch's random permutation)."""
     acc = ops.acc_dtype(scores)
-    order = ops.stable_argsort_desc([vals, -ops.cast(idx, acc)])
+    second = idx if key is None else ops.lookup(key, idx)
+    order = ops.stable_argsort_desc([vals, -ops.cast(second, acc)])
     idx, vals = ops.take_along(idx, order), ops.take_along(vals, order)
     del order
     out = idx[:, :k]
@@ -212,7 +224,7 @@ def _first_in_place(ops: Ops, scores: Array, vals: Array, idx: Array, k: int, va
     del vals
     # n - index, larger for a smaller index: exact in float32 below 2^24 items (a 4-byte tile)
     key_dtype = scores.dtype if n < (1 << 24) and ops.dtype_name(scores) == "float32" else acc
-    rank_key = float(n) - ops.arange(0, n, scores, key_dtype)
+    rank_key = float(n) - (ops.arange(0, n, scores, key_dtype) if key is None else ops.cast(key, key_dtype))
     step = max(1, (b * n) // _FIRST_SHARE // n)
     found = []
     for a in range(0, r, step):
