@@ -132,17 +132,12 @@ class FlatQueries:
         """``(Q, L)`` scores, ``-inf`` past each query's end (compares below every item)."""
         return self.once("padded", lambda: self.padded(self.sorted_items()[0]))
 
-    def per_query_sum(self, x: torch.Tensor) -> torch.Tensor:
-        """Sums over each query's run of the sorted items, float64 ``(Q,)``."""
-        counts = self.sorted_items()[2]
-        return torch.segment_reduce(x.to(torch.float64), "sum", lengths=counts)
-
     def sizes(self) -> torch.Tensor:
         return self.once("sizes", lambda: self.sorted_items()[2].to(torch.float64))
 
     def relevant_count(self) -> torch.Tensor:
         """Per query, the items with target ``> 0``, float64."""
-        return self.once("n_rel", lambda: self.per_query_sum(self.relevant(False)))
+        return self.relevant_per_query(False)
 
     # -- ranks ----------------------------------------------------------------------------
     def relevant(self, retrieved_only: bool) -> torch.Tensor:
@@ -156,10 +151,14 @@ class FlatQueries:
         return self.once(("rel", retrieved_only), make)
 
     def relevant_per_query(self, retrieved_only: bool) -> torch.Tensor:
-        """Per query, its relevant items (as :meth:`relevant`), float64."""
-        if not retrieved_only:
-            return self.relevant_count()
-        return self.once(("n_rel", True), lambda: self.per_query_sum(self.relevant(True)))
+        """Per query, its relevant items (as :meth:`relevant`), float64: a count of the
+        relevant items' rows (no pass over every item past the one that finds them)."""
+
+        def make() -> torch.Tensor:
+            row = self.relevant_items(retrieved_only)[0]
+            return torch.bincount(row, minlength=self.n_queries()).to(torch.float64)
+
+        return self.once(("n_rel", retrieved_only), make)
 
     def relevant_items(self, retrieved_only: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(row, col, position)`` of the relevant items (as :meth:`relevant`), in query order."""
