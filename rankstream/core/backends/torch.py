@@ -429,8 +429,13 @@ class TorchOps(Ops):
             return rel.sum(dim=-1, dtype=dtype)
         b, n = labels.shape
         cd = _count_dtype(int(n))
-        out = torch.zeros(b, dtype=cd)
         zero = torch.zeros((), dtype=cd)
+        if len(_tiles(b, n)) == 1:  # one tile holds the batch: no per-tile accumulation
+            buf = cmp(labels, t, out=_buffer(ws, "count", (b, n), cd))
+            if valid is not None:
+                torch.where(valid, buf, zero, out=buf)
+            return buf.sum(dim=1).to(dtype)
+        out = torch.zeros(b, dtype=cd)
         for r, c, buf in _tile_buffers(ws, b, n, cd):
             cmp(labels[r, c], t, out=buf)
             if valid is not None:  # in place (a product with the bool mask would copy it as floats)
@@ -444,6 +449,8 @@ class TorchOps(Ops):
             return cond.sum(dim=1).to(acc)
         b, n = cond.shape
         cd = _count_dtype(int(n))
+        if len(_tiles(b, n)) == 1:  # one tile holds the batch: no per-tile accumulation
+            return _buffer(ws, "count", (b, n), cd).copy_(cond).sum(dim=1).to(acc)
         out = torch.zeros(b, dtype=cd)
         for r, c, buf in _tile_buffers(ws, b, n, cd):
             buf.copy_(cond[r, c])
@@ -481,6 +488,21 @@ class TorchOps(Ops):
         n = int(scores.shape[1])
         b = int(scores.shape[0]) if rows is None else int(rows.shape[0])
         cd = _count_dtype(n)
+        if keep is None and drop is None and len(_tiles(b, n, 16)) == 1:
+            # one tile holds the batch: its comparisons straight into one buffer (no per-tile
+            # slicing and accumulation: a few calls fewer for each of a rank update's passes)
+            buf = _buffer(ws, "count", (b, n), cd)
+            if rows is not None:  # (t is given for these rows already)
+                held = _buffer(ws, "tile_scores", (b, n), scores.dtype)
+                scores = torch.index_select(scores, 0, rows, out=held)
+            out = []
+            for flag, cmp in ((nan, torch.ne), *zip(need, (torch.gt, torch.ge), strict=True)):
+                if not flag:
+                    out.append(None)
+                    continue
+                cmp(scores, scores if cmp is torch.ne else t[:, None], out=buf)
+                out.append(buf.sum(dim=1).to(acc))
+            return out[1], out[2], out[0]
         fill = torch.full((), float("-inf"), dtype=scores.dtype)
         nans = torch.zeros(b, dtype=cd) if nan else None
         counts = [torch.zeros(b, dtype=cd) if flag else None for flag in need]
