@@ -368,20 +368,29 @@ print("PEAKS " + json.dumps(out))
 """
 
 
-def test_a_keras_on_torch_update_state_holds_a_quarter_of_the_scores():
+def keras_torch_peaks(child: str) -> dict[str, float]:
+    """The peaks a child process on Keras' torch backend prints (``PEAKS {json}``)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(
         os.environ, KERAS_BACKEND="torch", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", "")
     )
-    proc = run([sys.executable, "-c", KERAS_TORCH_CHILD.format(B=B, N=N)], env=env, cwd=root)
+    proc = run([sys.executable, "-c", child.format(B=B, N=N)], env=env, cwd=root)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    peaks = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("PEAKS "))[6:])
-    assert len(peaks) == 6
-    # Keras' labels >= 0 padding convention costs no bool per label when no label is padding
-    # (the smallest label and the labels' sum are read first)
+    return json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("PEAKS "))[6:])
+
+
+def assert_within_a_quarter(peaks: dict[str, float]) -> None:
     sb = B * N * 4
     for name, got in peaks.items():
         assert got <= LIST_SHARE * sb, f"{name}: {got / sb:.3f}x the scores"
+
+
+def test_a_keras_on_torch_update_state_holds_a_quarter_of_the_scores():
+    peaks = keras_torch_peaks(KERAS_TORCH_CHILD)
+    assert len(peaks) == 6
+    # Keras' labels >= 0 padding convention costs no bool per label when no label is padding
+    # (the smallest label and the labels' sum are read first)
+    assert_within_a_quarter(peaks)
 
 
 KERAS_TORCH_ITEM_WEIGHTS_CHILD = """
@@ -410,17 +419,9 @@ print("PEAKS " + json.dumps(out))
 
 
 def test_a_keras_on_torch_update_state_with_per_item_weights_holds_a_quarter_of_the_scores():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(
-        os.environ, KERAS_BACKEND="torch", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", "")
-    )
-    proc = run([sys.executable, "-c", KERAS_TORCH_ITEM_WEIGHTS_CHILD.format(B=B, N=N)], env=env, cwd=root)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    peaks = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("PEAKS "))[6:])
+    peaks = keras_torch_peaks(KERAS_TORCH_ITEM_WEIGHTS_CHILD)
     assert len(peaks) == 4
-    sb = B * N * 4
-    for name, got in peaks.items():
-        assert got <= LIST_SHARE * sb, f"{name}: {got / sb:.3f}x the scores"
+    assert_within_a_quarter(peaks)
 
 
 # -- rank-based metrics ---------------------------------------------------------------------
