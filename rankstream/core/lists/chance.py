@@ -280,7 +280,7 @@ class _Gains:
             flat = ops.nonzero(ops.reshape(cond, (-1,)))
             g = kernel._gains(sel, ops.cast(ops.lookup(ops.reshape(y, (-1,)), flat), acc))
             if sel.batch_item_weights is not None:
-                g = g * ops.lookup(ops.reshape(sel.full_item_weights[r], (-1,)), flat)
+                g = g * ops.lookup(ops.reshape(sel.block_item_weights(r), (-1,)), flat)
             rows.append(ops.cast(flat // n + r.start, acc))
             gains.append(g)
         self.sel, self.b = sel, b
@@ -337,13 +337,13 @@ def _dense_gain_sums(kernel: Any, sel: Selection) -> tuple[Array, Array]:
 
     def tile(labels: Array, valid: Array | None, w: Array | None) -> tuple[Array, Array]:
         x = kernel._gains(sel, ops.cast(labels, acc))
-        if w is not None:
-            x = x * w
+        if w is not None:  # the weights as given: the mask below zeroes the items out of the list
+            x = x * ops.cast(w, acc)
         if valid is not None:
             x = ops.where(valid, x, 0.0)
         return ops.sum(x, axis=1), ops.sum(x * x, axis=1)
 
-    return _by_rows(sel, sel.n, tile, sel.item_labels, sel.full_valid, sel.full_item_weights)
+    return _by_rows(sel, sel.n, tile, sel.item_labels, sel.full_valid, sel.batch_item_weights)
 
 
 def _named_gain_sums(kernel: Any, sel: Selection, top: bool = False) -> tuple[Array, ...] | None:
