@@ -280,7 +280,7 @@ class _Gains:
             flat = ops.nonzero(ops.reshape(cond, (-1,)))
             g = kernel._gains(sel, ops.cast(ops.lookup(ops.reshape(y, (-1,)), flat), acc))
             if sel.batch_item_weights is not None:
-                g = g * ops.lookup(ops.reshape(sel.block_item_weights(r), (-1,)), flat)
+                g = g * ops.cast(ops.lookup(ops.reshape(sel.batch_item_weights[r], (-1,)), flat), acc)
             rows.append(ops.cast(flat // n + r.start, acc))
             gains.append(g)
         self.sel, self.b = sel, b
