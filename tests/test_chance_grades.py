@@ -172,7 +172,7 @@ def test_keras_rs_weighting_with_list_weights_equals_an_item_by_item_sum():
 @pytest.mark.parametrize("exp", [True, False])
 @pytest.mark.parametrize("t", [None, 1.0, 0.5])
 def test_gain_top_gives_the_sums_the_largest_label_and_its_count(kind, exp, t):
-    """``Ops.gain_top``: graded, fractional and negative labels, NaN on masked items, rows in
+    """``Ops.gain_top``: graded, fractional and negative labels, NaN and inf on masked items, rows in
     several tiles and a row longer than one tile (its tiles' maxima merged): against numpy
     item by item in float64 (``y' = y`` where ``y >= t``, masked items 0; torch sums float32
     labels in float32)."""
@@ -189,6 +189,8 @@ def test_gain_top_gives_the_sums_the_largest_label_and_its_count(kind, exp, t):
             y = labels.copy()
             if m is not None:
                 y[~m & (rng.random((b, n)) < 0.5)] = np.nan
+                if b == 70:  # masked infinities too (a product with the mask would give NaN)
+                    y[~m & (rng.random((b, n)) < 0.1)] = np.inf
             keep = np.ones_like(mask) if m is None else m
             yp = y.astype(np.float64)
             if t is not None:
@@ -276,3 +278,69 @@ def test_ndcg_skips_its_topk_of_the_labels_once_a_batch_had_every_list_closed(mo
         np.testing.assert_allclose(np.asarray(sums["value_sum"]), value, rtol=1e-12)
     # the first batch learns; the second and the last skip the topk; the third (a list open) takes it
     assert taken == [True, False, True, True]
+
+
+@pytest.mark.parametrize("kind", ["torch", "numpy", "torch_small"])
+@pytest.mark.parametrize("strict", [False, True])
+def test_count_and_max_gives_the_count_and_every_rows_largest_label(kind, strict):
+    """``Ops.count_and_max``: the count of valid items at or above ``t`` (above with
+    ``strict``) and each row's largest label over ALL items (masked ones too, NaN propagated),
+    rows in several tiles and a row longer than a tile (its maxima merged): against numpy."""
+    ops = numpy_ops() if kind == "numpy" else torch_ops()
+    conv = np.asarray if kind == "numpy" else torch.as_tensor
+    acc = np.float64 if kind == "numpy" else torch.float64
+    rng = np.random.default_rng(31)
+    shapes = ((6, 900),) if kind == "torch_small" else ((70, 2_000), (2, 140_000))
+    for b, n in shapes:
+        y = rng.choice([0.0, 0.0, 1.0, 2.0, -1.0], size=(b, n)).astype(np.float32)
+        y[0, -3:] = 9.0  # a row whose largest label sits in its last tile only
+        y[1, n // 2] = np.nan  # NaN: the row's largest label is NaN, the count skips it
+        mask = rng.random((b, n)) < 0.8
+        for m in (mask, None):
+            keep = np.ones_like(mask) if m is None else m
+            want = (((y > 1.0) if strict else (y >= 1.0)) & keep).sum(axis=1)
+            count, most = ops.count_and_max(
+                conv(y), 1.0, strict, None if m is None else conv(m), acc, Workspace()
+            )
+            count = np.asarray(count.numpy() if hasattr(count, "numpy") else count)
+            most = np.asarray(most.numpy() if hasattr(most, "numpy") else most)
+            np.testing.assert_array_equal(count, want)
+            np.testing.assert_array_equal(most, y.max(axis=1))  # NaN where the row holds one
+
+
+@pytest.mark.parametrize("hidden", ["none", "above", "masked_above", "masked_nan", "between"])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("t", [1.0, None])
+def test_dcg_chance_on_binary_lists_equals_an_item_by_item_sum(monkeypatch, hidden, masked, t):
+    """DCG with ``chance=True`` on long lists whose ranked labels show one relevant label:
+    where every list's largest label (from the kernel's count pass) is at most that label the
+    counts of binary relevance serve; a larger label past the top ``k`` of one list (valid,
+    or masked, or NaN on a masked item) or a label between 0 and 1 (``t`` None) sends the
+    batch to the pass of the gains. Both against the item-by-item sums; where every list's
+    largest label is 1, no count pass of labels above 1."""
+    above = []
+    real = type(torch_ops()).count_relevant
+    spy = lambda self, labels, v, strict, *a: above.append(v) if strict and v > 0 else None  # noqa: E731
+    monkeypatch.setattr(type(torch_ops()), "count_relevant", lambda self, *a: spy(self, *a) or real(self, *a))
+    rng = np.random.default_rng(41)
+    b, n = 30, 5000
+    labels = (rng.random((b, n)) < 0.05).astype(np.float64)
+    scores = rng.normal(size=(b, n))
+    mask = np.arange(n)[None, :] < rng.integers(n // 2, n + 1, (b, 1)) if masked else np.ones((b, n), bool)
+    low = np.argsort(scores[3])[:10]  # items of list 3 ranked last
+    if hidden == "above":
+        labels[3, low[0]] = 2.0
+    elif hidden == "between":
+        labels[3, low[0]] = 0.5
+    elif hidden in ("masked_above", "masked_nan"):
+        mask[3, low[:2]] = False
+        labels[3, low[0]] = 2.0 if hidden == "masked_above" else np.nan
+    rows = expected_terms(np.nan_to_num(labels), mask, KS, "exp_rank", t)
+    extra = (torch.as_tensor(mask),) if masked or hidden.startswith("masked") else ()
+    negative = "mask" if t is None else "keep"  # where binary counts may serve with t None
+    sums = DCGKernel(
+        KS, relevance_threshold=t, chance=True, empty="skip", negative_labels=negative
+    ).batch_sums(None, torch.as_tensor(scores), torch.as_tensor(labels), *extra)
+    _check(sums, rows)
+    if hidden == "none" or (hidden == "between" and t is not None):
+        assert above == []

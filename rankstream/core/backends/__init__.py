@@ -105,6 +105,7 @@ OPS_METHODS = (
     "and_not",
     # counting passes (the fast paths, with the instance's workspace)
     "count_relevant",
+    "count_and_max",
     "count_equal",
     "row_count",
     "compare_counts",

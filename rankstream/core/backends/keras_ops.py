@@ -276,6 +276,11 @@ class KerasOps(Ops):
             rel = self.k.logical_and(rel, valid)
         return self.k.sum(self.k.cast(rel, self._dtype(dtype)), axis=-1)
 
+    def count_and_max(
+        self, labels: Array, t: float, strict: bool, valid: Any, dtype: Any, ws: Any = None
+    ) -> tuple[Array, Array]:
+        return self.count_relevant(labels, t, strict, valid, dtype, ws), self.k.max(labels, axis=-1)
+
     def count_equal(self, labels: Array, t: float, valid: Any, dtype: Any, ws: Any = None) -> Array:
         eq = labels == t
         if valid is not None:

@@ -197,6 +197,13 @@ class NumpyOps(Ops):
             rel = rel & valid
         return np.sum(rel, axis=-1).astype(dtype)
 
+    def count_and_max(
+        self, labels: Array, t: float, strict: bool, valid: Any, dtype: Any, ws: Any = None
+    ) -> tuple[Array, Array]:
+        """:meth:`count_relevant` and, per row, the largest label of all items (masked ones
+        too; NaN where a row holds one)."""
+        return self.count_relevant(labels, t, strict, valid, dtype, ws), np.max(labels, axis=-1)
+
     def count_equal(self, labels: Array, t: float, valid: Any, dtype: Any, ws: Any = None) -> Array:
         """Per row, the number of valid items with ``label == t`` (NaN is never equal)."""
         eq = labels == t

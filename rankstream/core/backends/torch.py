@@ -76,11 +76,14 @@ _TILED_TOPK = 1 << 20
 _TOPK_SHARE = 32
 
 
-def _tiles(b: int, n: int, share: int = 8, smallest: int = _MIN_TILE) -> list[tuple[slice, slice]]:
+def _tiles(
+    b: int, n: int, share: int = 8, smallest: int = _MIN_TILE, budget: int | None = None
+) -> list[tuple[slice, slice]]:
     """``(rows, columns)`` slices covering a ``(b, n)`` array in row-major tiles of at most
-    ``min(_TILE, b * n / share)`` values (at least ``smallest``): whole rows where a row fits,
-    else runs of one row's columns."""
-    budget = max(min(_TILE, (b * n) // share), smallest)
+    ``min(_TILE, b * n / share)`` values (at least ``smallest``), or of ``budget`` values where
+    given: whole rows where a row fits, else runs of one row's columns."""
+    if budget is None:
+        budget = max(min(_TILE, (b * n) // share), smallest)
     if n <= budget:
         step = budget // n
         return [(slice(a, min(a + step, b)), slice(0, n)) for a in range(0, b, step)]
@@ -93,12 +96,28 @@ def _row_step(b: int, n: int, share: int = 8) -> int:
     return max(min(_TILE, (b * n) // share) // n, 1)
 
 
+#: values of a mask multiplied at once by :func:`_times_mask` (its float copy, 256 KiB of float32)
+_MASK_PIECE = 1 << 16
+
+
+def _times_mask(buf: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """``buf`` times the bool mask ``valid`` of its shape, in place: items where ``valid`` is
+    False set to 0 (``-0.0`` for a negative value), exact for finite values (a NaN or infinity
+    times 0 is NaN). The product reads the mask's bytes; torch converts them to ``buf``'s dtype
+    first, so it goes by pieces of :data:`_MASK_PIECE` values (the conversion's copy stays small
+    and in cache): at 32 x 20,000 about a quarter of the time of a ``where`` with 0."""
+    flat, mask = buf.view(-1), valid.reshape(-1).view(torch.uint8)
+    for a in range(0, int(flat.shape[0]), _MASK_PIECE):
+        flat[a : a + _MASK_PIECE].mul_(mask[a : a + _MASK_PIECE])
+    return buf
+
+
 def _tile_buffers(
-    ws: Workspace, b: int, n: int, dtype: Any, share: int = 8
+    ws: Workspace, b: int, n: int, dtype: Any, share: int = 8, budget: int | None = None
 ) -> Iterator[tuple[slice, slice, torch.Tensor]]:
     """For each tile of :func:`_tiles`: its row and column slices and a workspace buffer of its
     shape in ``dtype`` (for 0/1 values, summed per row)."""
-    for r, c in _tiles(b, n, share):
+    for r, c in _tiles(b, n, share, budget=budget):
         yield r, c, _buffer(ws, "count", (r.stop - r.start, c.stop - c.start), dtype)
 
 
@@ -416,32 +435,52 @@ class TorchOps(Ops):
         (float32 below 2^24 items). Small inputs take the plain ops (fewer calls)."""
         return self._count_compared(labels, torch.gt if strict else torch.ge, t, valid, dtype, ws)
 
+    def count_and_max(
+        self, labels: Array, t: float, strict: bool, valid: Any, dtype: Any, ws: Any = None
+    ) -> tuple[Array, Array]:
+        """:meth:`count_relevant` and, per row, the largest label of ALL items (masked ones
+        too; NaN where a row holds one), in the labels' dtype. On CPU the row maxima are taken
+        on each tile the count reads, still in cache (tiles of :data:`_GAIN_TILE` values: the
+        labels' tile and the count's fit in a core's cache; measured at 1,024 x 20,000 on one
+        thread, the ``amax`` adds a sixth to the count there, where a second pass or tiles of
+        2^18 values and more add two thirds)."""
+        out = self._count_compared(labels, torch.gt if strict else torch.ge, t, valid, dtype, ws, True)
+        return out[0], out[1]
+
     def count_equal(self, labels: Array, t: float, valid: Any, dtype: Any, ws: Any = None) -> Array:
         """Per row, the number of valid items with ``label == t`` (NaN is never equal), as
         :meth:`count_relevant` counts."""
         return self._count_compared(labels, torch.eq, t, valid, dtype, ws)
 
-    def _count_compared(self, labels: Array, cmp: Any, t: float, valid: Any, dtype: Any, ws: Any) -> Array:
+    def _count_compared(
+        self, labels: Array, cmp: Any, t: float, valid: Any, dtype: Any, ws: Any, with_max: bool = False
+    ) -> Any:
         if labels.device.type != "cpu" or ws is None or labels.numel() < _SMALL:
             rel = cmp(labels, t)
             if valid is not None:
                 rel = rel & valid
-            return rel.sum(dim=-1, dtype=dtype)
+            count = rel.sum(dim=-1, dtype=dtype)
+            return (count, labels.amax(dim=-1)) if with_max else count
         b, n = labels.shape
         cd = _count_dtype(int(n))
-        zero = torch.zeros((), dtype=cd)
-        if len(_tiles(b, n)) == 1:  # one tile holds the batch: no per-tile accumulation
+        budget = _GAIN_TILE if with_max else None
+        if len(_tiles(b, n, budget=budget)) == 1:  # one tile holds the batch: no per-tile accumulation
             buf = cmp(labels, t, out=_buffer(ws, "count", (b, n), cd))
-            if valid is not None:
-                torch.where(valid, buf, zero, out=buf)
-            return buf.sum(dim=1).to(dtype)
+            if valid is not None:  # 0/1 times the mask: exact
+                _times_mask(buf, valid)
+            count = buf.sum(dim=1).to(dtype)
+            return (count, labels.amax(dim=1)) if with_max else count
         out = torch.zeros(b, dtype=cd)
-        for r, c, buf in _tile_buffers(ws, b, n, cd):
-            cmp(labels[r, c], t, out=buf)
-            if valid is not None:  # in place (a product with the bool mask would copy it as floats)
-                torch.where(valid[r, c], buf, zero, out=buf)
+        most = torch.full((b,), -torch.inf, dtype=labels.dtype) if with_max else None
+        for r, c, buf in _tile_buffers(ws, b, n, cd, budget=budget):
+            y = labels[r, c]
+            cmp(y, t, out=buf)
+            if valid is not None:  # 0/1 times the mask: exact
+                _times_mask(buf, valid[r, c])
             out[r] += buf.sum(dim=1)
-        return out.to(dtype)
+            if most is not None:  # the tile's labels are still in cache; NaN propagates
+                torch.maximum(most[r], y.amax(dim=1), out=most[r])
+        return (out.to(dtype), most) if with_max else out.to(dtype)
 
     def row_count(self, cond: Array, acc: Any, ws: Workspace | None = None) -> Array:
         """Per row, the number of True entries of a (B, N) bool array, in ``acc``."""
@@ -671,15 +710,21 @@ class TorchOps(Ops):
                 out[3] = (y == out[2][:, None]).sum(dim=1).to(dtype)
             return (*out, (y > 0).sum(dim=1).to(dtype)) if positive else tuple(out)
         work = labels.dtype if labels.dtype in (torch.float32, torch.float64) else dtype
-        out = self._tiled_gain_sums(labels, exp, t, valid, dtype, work, ws, top, positive)
+        out = self._tiled_gain_sums(labels, exp, t, valid, dtype, work, ws, top, positive, valid is not None)
+        if valid is not None and not bool(torch.isfinite(out[1]).all()):  # a masked NaN or inf
+            out = self._tiled_gain_sums(labels, exp, t, valid, dtype, work, ws, top, positive)
         if work != dtype and not bool(torch.isfinite(out[1]).all()):
             out = self._tiled_gain_sums(labels, exp, t, valid, dtype, dtype, ws, top, positive)
         return out
 
     def _tiled_gain_sums(
         self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, work: Any, ws: Workspace,
-        top: bool = False, positive: bool = False,
+        top: bool = False, positive: bool = False, product: bool = False,
     ) -> tuple[Array, ...]:  # fmt: skip
+        """The pass of :meth:`gain_top`. With ``product`` the masked items are zeroed by a
+        product with the mask (:func:`_times_mask`), exact where they hold finite labels; a
+        masked NaN or infinity turns the sums of squares non-finite there, and the caller makes
+        the pass again with the ``where``."""
         b, n = int(labels.shape[0]), int(labels.shape[1])
         step, width = max(_GAIN_TILE // n, 1), min(n, _GAIN_TILE)
         # per column run and row, in the tiles' dtype (each written once by a reduction): the
@@ -702,7 +747,11 @@ class TorchOps(Ops):
                 if below is not None:  # y' = y where y > the float below t (y >= t), else 0
                     torch.threshold(src, below, 0.0, out=g)
                     src = g
-                if valid is not None:
+                if valid is not None and product:  # x * 1 = x, x * 0 = 0 (+-0) for finite x
+                    if src is not g:
+                        g.copy_(src)
+                    src = _times_mask(g, valid[r, c])
+                elif valid is not None:
                     torch.where(valid[r, c], src, zero, out=g)
                     src = g
                 if top:

@@ -388,17 +388,25 @@ def share_gain_pass(kernel: Any, sel: Selection) -> None:
     ``y' > 0`` (threshold None or ``> 0``), one pass (``Ops.gain_top`` with ``positive``) gives
     the sums of gains, each list's largest label and its count, and the count of relevant
     items, kept for the kernel (``("relevant", t)``): the count pass the kernel would make is
-    folded into the pass of the gains. Nothing where the count is already kept (a collection),
-    nor for binary relevance without a mask (the ranked labels show one relevant label: the
-    counts of :func:`_one_label` cost less there)."""
+    folded into the pass of the gains. Nothing where the count is already kept (a collection).
+    Where the ranked labels show one relevant label (binary relevance, most likely) and the
+    counts of :func:`_one_label` serve, the kernel's count pass instead takes each list's
+    largest label on the way (``Ops.count_and_max``, kept as ``("label_max",)``): what
+    :func:`_one_label` needs to know that no label above the one seen hides past the top
+    ``K``, without a pass of its own."""
     t = kernel.conventions.relevance_threshold
     if not _sparse(kernel, sel) or sel.batch_item_weights is not None or (t is not None and t <= 0):
         return
     key = ("chance_sums", kernel.gain, t)
     if ("relevant", t) in sel.shared or sel.shared.get(key) is not None:
         return
-    if sel.full_valid is None and not _looks_graded(kernel, sel):
-        return  # binary relevance without a mask: the counts of _one_label cost less
+    if not _looks_graded(kernel, sel) and _counted_gains(kernel, sel):
+        count, most = sel.ops.count_and_max(
+            sel.item_labels, 0.0 if t is None else t, t is None, sel.full_valid, sel.positions.dtype,
+            sel.ctx.workspace,
+        )  # fmt: skip
+        sel.shared[("relevant", t)], sel.shared[("label_max",)] = count, most
+        return
     out = sel.ops.gain_top(
         sel.item_labels, kernel.gain == "exp_rank", t, sel.full_valid, sel.positions.dtype, sel.ctx.workspace,
         positive=True,
@@ -597,9 +605,11 @@ def _one_label(kernel: Any, sel: Selection) -> tuple[float, Array] | None:
         return v, count
     at_v = sel.once(("relevant", v), lambda: ops.count_relevant(labels, v, False, valid, acc, ws))
     same = at_v == count
-    if not whole:  # and no label above v
-        above = ops.count_relevant(labels, v, True, valid, acc, ws)
-        same = same & (above == 0)
+    if not whole:  # and no label above v: every list's largest label (masked items too) at
+        # most v where the kernel's count pass took them (share_gain_pass), else a count
+        most = sel.shared.get(("label_max",))
+        if most is None or not ops.host_bools(ops.all(most <= v))[0]:
+            same = same & (ops.count_relevant(labels, v, True, valid, acc, ws) == 0)
     return (v, count) if ops.host_bools(ops.all(same))[0] else None
 
 
