@@ -168,6 +168,65 @@ def test_keras_rs_weighting_with_list_weights_equals_an_item_by_item_sum():
     _check(sums, rows, weights)
 
 
+def item_weighted_terms(labels, mask, item_w, ks, t, normalised):
+    """Per list with a relevant item, keras-rs per-item weights: ``(E, Var, best)`` per ``k`` in
+    float64 item by item, of the weighted gains ``x = w g(y)`` (the linear permutation statistic
+    as in :func:`expected_terms`; best: ``x`` sorted, the ideal DCG), each term as the kernel
+    sums it: nDCG's divided by ``IDCG@k`` and weighted by the list's weight ``sum x / sum g``,
+    DCG's (divided by that weight, then weighted by it) as they are."""
+    g = _gain("exp_rank")
+    d = [1.0 / math.log2(j + 1) for j in range(1, labels.shape[1] + 1)]
+    out, weights = [], []
+    for y_row, m_row, w_row in zip(labels.tolist(), mask.tolist(), item_w.tolist(), strict=True):
+        items = [(y, w) for y, m, w in zip(y_row, m_row, w_row, strict=True) if m]
+        gains = [g(y) if (y > 0 if t is None else y >= t) else 0.0 for y, _ in items]
+        if not any(gains):
+            out.append(None)
+            weights.append(0.0)
+            continue
+        x = [gi * w for gi, (_, w) in zip(gains, items, strict=True)]
+        n, mean = len(x), math.fsum(x) / len(x)
+        ss = math.fsum((v - mean) ** 2 for v in x)
+        ideal = sorted(x, reverse=True)
+        terms = []
+        for k in ks:
+            kp = min(k, n)
+            d1, d2 = math.fsum(d[:kp]), math.fsum(v * v for v in d[:kp])
+            var = max((d2 - d1 * d1 / n) * ss / (n - 1) if n > 1 else 0.0, 0.0)
+            best = math.fsum(v * dv for v, dv in zip(ideal[:kp], d, strict=False))
+            terms.append((mean * d1 / best, var / best**2, 1.0) if normalised else (mean * d1, var, best))
+        out.append(terms)
+        weights.append(math.fsum(x) / math.fsum(gains) if normalised else 1.0)
+    return out, np.array(weights)
+
+
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+@pytest.mark.parametrize("cls", [NDCGKernel, DCGKernel])
+@pytest.mark.parametrize("t", [None, 1.0])
+def test_per_item_weights_over_long_lists_in_several_blocks_equal_an_item_by_item_sum(
+    monkeypatch, kind, cls, t
+):
+    """keras-rs per-item weights on long graded lists: the nonzero gains are taken by blocks of
+    row tiles, a block of several lists and one of a list of nonzero gains only; against the
+    float64 sums item by item."""
+    from rankstream.core.lists import chance
+
+    blocks = []  # the rows of each block
+    real = chance._Gains._block
+    spy = lambda self, parts, rows: blocks.append(rows) or real(self, parts, rows)  # noqa: E731
+    monkeypatch.setattr(chance._Gains, "_block", spy)
+    scores, labels, mask = graded_batch(seed=5)
+    labels[2] = np.random.default_rng(1).integers(1, 5, labels.shape[1])  # every item relevant
+    mask[2] = True
+    item_w = np.random.default_rng(6).uniform(0.5, 1.5, size=labels.shape)
+    rows, weights = item_weighted_terms(labels, mask, item_w, KS, t, cls is NDCGKernel)
+    conv = torch.as_tensor if kind == "torch" else np.asarray
+    kernel = cls(KS, relevance_threshold=t, weighting="keras_rs", negative_labels="mask", chance=True)
+    sums = kernel.batch_sums(None, *(conv(a) for a in (scores, labels, mask, item_w)))
+    _check(sums, rows, weights)
+    assert len(blocks) > 2 and max(blocks) > 1 and min(blocks) == 1  # several lists; the full one alone
+
+
 @pytest.mark.parametrize("kind", ["torch", "numpy", "torch_small"])
 @pytest.mark.parametrize("exp", [True, False])
 @pytest.mark.parametrize("t", [None, 1.0, 0.5])

@@ -314,6 +314,8 @@ ITEM_WEIGHTED = {
     "ListMetrics": lambda: ListMetricsKernel(
         ["ndcg@10", "map@5", "recall@20", "mrr@10", "precision@5"], **KERAS_RS
     ),
+    "NDCG chance": lambda: rs.NDCGKernel(top_k=[1, 5, 10, 20], chance=True, **KERAS_RS),
+    "DCG chance": lambda: rs.DCGKernel(top_k=[5, 20], chance=True, **KERAS_RS),
 }
 
 
@@ -324,15 +326,25 @@ def item_weights():
 
 
 @pytest.mark.parametrize(
-    ("name", "masked"),
-    [(name, False) for name in sorted(ITEM_WEIGHTED)]
-    + [(name, True) for name in ("ListMetrics", "RPrecision")],
+    ("name", "masked", "labels"),
+    [(name, False, "labels") for name in sorted(ITEM_WEIGHTED) if "chance" not in name]
+    + [(name, True, "labels") for name in ("ListMetrics", "RPrecision")]
+    + [
+        (name, masked, labels)
+        for name in ("DCG chance", "NDCG chance")
+        for labels in ("labels", "graded", "graded_dense")
+        for masked in (False, True)
+    ],
 )
-def test_per_item_weights_hold_at_most_a_quarter_of_the_scores(batch, item_weights, name, masked):
+def test_per_item_weights_hold_at_most_a_quarter_of_the_scores(
+    request, batch, item_weights, name, masked, labels
+):
     """The weights are read as given (no float64 copy, no masked copy), and the passes over
     every item (each list's weighted relevance, the ideal ranking by weighted gain) go by
-    blocks of rows."""
-    make, s, y = ITEM_WEIGHTED[name], batch["scores"], batch["labels"]
+    blocks of rows; with ``chance=True`` the nonzero gains (binary labels on 0.5% of the items,
+    graded on 5% and 30%) are taken by blocks of row tiles."""
+    make, s = ITEM_WEIGHTED[name], batch["scores"]
+    y = batch["labels"] if labels == "labels" else request.getfixturevalue(labels)
     kw = {"sample_weight": item_weights, **({"mask": batch["mask"]} if masked else {})}
     State(make()).update(s, y, **kw)
     st = State(make())
@@ -525,6 +537,14 @@ def graded(batch):
     g = torch.Generator().manual_seed(7)
     levels = torch.randint(1, 5, (B, N), generator=g).float()
     return levels * (torch.rand(B, N, generator=g) < 0.05).float()
+
+
+@pytest.fixture(scope="module")
+def graded_dense(batch):
+    """Graded labels 1..4 on 30% of the items (the rest 0)."""
+    g = torch.Generator().manual_seed(8)
+    levels = torch.randint(1, 5, (B, N), generator=g).float()
+    return levels * (torch.rand(B, N, generator=g) < 0.30).float()
 
 
 CHANCE_METRICS = {

@@ -32,9 +32,10 @@ relevant items (``Ops.gain_top``): the same pass also counts them for the kernel
 pass is not made) and finds each list's largest label ``y_max`` and how many items hold it, so
 ``IDCG@k = g(y_max) D1(k')`` where at least ``k'`` items hold it, ``(s1 / c) D1(min(c, k'))``
 where the ``c`` positive gains are equal, and a ``topk`` of the labels only for the other lists.
-Per-item weights take the nonzero gains (one ``nonzero`` pass, row tile by row tile); a callable
-gain, or no read-back (an accelerator, a ``jit`` trace), one dense pass and a ``topk``. Where
-values are read back no pass makes a full-size temporary.
+Per-item weights take the nonzero gains (one ``nonzero`` pass, row tile by row tile; their
+sums and largest gains by blocks of a few tiles, :class:`_Gains`); a callable gain, or no
+read-back (an accelerator, a ``jit`` trace), one dense pass and a ``topk``. Where values are
+read back no pass makes a full-size temporary.
 """
 
 from __future__ import annotations
@@ -67,20 +68,34 @@ CHANCE_QUANTITIES = ("expected", "adjusted", "z")
 #: gains of the labels, the ``(B, K)`` products over the ranks), and the share of the batch at most
 _TILE_VALUES = 1 << 18
 _SHARE = 32
+#: a block of nonzero items (:class:`_Gains`) holds at most this share of a row tile's values:
+#: each item takes up to five 8-byte values at once in the block's passes
+_BLOCK_SHARE = 4
+
+
+def _tile_values(sel: Selection, width: int) -> int:
+    """The most values one row tile holds (:func:`_row_tiles`): ``max(min(_TILE_VALUES,
+    B * width / _SHARE), width)``."""
+    return max(min(_TILE_VALUES, (int(sel.labels.shape[0]) * width) // _SHARE), width)
 
 
 def _row_tiles(sel: Selection, width: int) -> list[slice] | None:
-    """Row slices covering the batch with at most ``max(min(_TILE_VALUES, B * width / _SHARE),
-    width)`` values each, where values are read back (eager, shapes known); None elsewhere (a
-    ``jit`` trace, an accelerator: one pass)."""
+    """Row slices covering the batch with at most :func:`_tile_values` values each, where
+    values are read back (eager, shapes known); None elsewhere (a ``jit`` trace, an
+    accelerator: one pass)."""
     if not sel.ctx.read_back:
         return None
     b = int(sel.labels.shape[0])
-    budget = max(min(_TILE_VALUES, (b * width) // _SHARE), width)
-    step = max(budget // max(width, 1), 1)
+    step = max(_tile_values(sel, width) // max(width, 1), 1)
     if step >= b:
         return None
     return [slice(a, min(a + step, b)) for a in range(0, b, step)]
+
+
+def _block_items(sel: Selection, width: int) -> int:
+    """The most nonzero items one block of :class:`_Gains` gathers from whole row tiles: a
+    :data:`_BLOCK_SHARE` of a row tile's values (:func:`_tile_values`), at least one row."""
+    return max(_tile_values(sel, width) // _BLOCK_SHARE, width)
 
 
 def _by_rows(
@@ -262,65 +277,99 @@ def _ap_terms(kernel: Any, sel: Selection, kk: Array, n: Array, r: Array) -> tup
 # -- DCG and nDCG ----------------------------------------------------------------------------
 class _Gains:
     """The items of a batch with a nonzero gain (named gains: ``g(0) = 0``), found where values
-    are read back by one comparison per row tile: their rows, (weighted) gains and, per list,
-    ``sum x``, ``sum x^2`` and the count. The passes over the batch are a comparison with the
-    threshold, the mask's ``and`` and a ``nonzero`` per tile; the gains are computed on those
-    items only."""
+    are read back: per list, the count of those items, ``sum x``, ``sum x^2`` and the ``K``
+    largest (weighted) gains ``x``. The labels are read row tile by row tile (:func:`_row_tiles`):
+    a comparison with the threshold, the mask's ``and`` and a ``nonzero``, the gains computed on
+    the nonzero items only. Those items are then taken by blocks of whole tiles of at most
+    :func:`_block_items` items (one tile where it holds more): per list, their sums and count,
+    and a scatter into a ``(rows, most)`` array for a ``topk`` (``most`` the block's largest
+    count). Memory: a block's items (about five 8-byte values each, one at a time) and
+    ``(B, K)``; nothing grows with the batch's nonzero items."""
 
     def __init__(self, kernel: Any, sel: Selection) -> None:
-        ops, acc = sel.ops, sel.positions.dtype
-        b, n = int(sel.item_labels.shape[0]), int(sel.item_labels.shape[1])
-        t = kernel.conventions.relevance_threshold
-        rows, gains = [], []
-        for r in _row_tiles(sel, n) or [slice(0, b)]:
-            y = sel.item_labels[r]
-            cond = y != 0 if t is None else y >= t if t > 0 else y > 0  # where g(y) may be nonzero
-            if sel.full_valid is not None:
-                cond = cond & sel.full_valid[r]
-            flat = ops.nonzero(ops.reshape(cond, (-1,)))
-            g = kernel._gains(sel, ops.cast(ops.lookup(ops.reshape(y, (-1,)), flat), acc))
-            if sel.batch_item_weights is not None:
-                g = g * ops.cast(ops.lookup(ops.reshape(sel.batch_item_weights[r], (-1,)), flat), acc)
-            rows.append(ops.cast(flat // n + r.start, acc))
-            gains.append(g)
-        self.sel, self.b = sel, b
-        self.rows = ops.concat(rows, axis=0) if len(rows) > 1 else rows[0]
-        self.gains = ops.concat(gains, axis=0) if len(gains) > 1 else gains[0]
-        # the entries come row by row: a list's sums are differences of cumulative sums
-        edges = ops.arange(0, b, sel.positions, acc)
-        self.count = ops.histogram(self.rows[None, :], self.gains * 0.0 + 1.0, edges)[0]
-        ends = ops.cumsum(self.count, axis=0)
-        self.s1, self.s2 = (self._per_row(x, ends) for x in (self.gains, self.gains * self.gains))
+        ops = sel.ops
+        self.sel, self.b = sel, int(sel.item_labels.shape[0])
+        n = int(sel.item_labels.shape[1])
+        budget = _block_items(sel, n)
+        blocks: list[tuple[Array, ...]] = []
+        parts: list[tuple[Array, Array]] = []
+        held, start = 0, 0  # the items gathered (fewer than ``budget``) and their first row
+        for r in _row_tiles(sel, n) or [slice(0, self.b)]:
+            row, g = self._nonzero(kernel, r)
+            if parts and held + int(g.shape[0]) > budget:
+                blocks.append(self._block(parts, r.start - start))
+                held, start = 0, r.start
+            parts.append((row if r.start == start else row + (r.start - start), g))
+            held += int(g.shape[0])
+            del row, g
+            if held >= budget:
+                blocks.append(self._block(parts, r.stop - start))
+                held, start = 0, r.stop
+        if parts or start < self.b:
+            blocks.append(self._block(parts, self.b - start))
+        joined = zip(*blocks, strict=True)
+        out = blocks[0] if len(blocks) == 1 else [ops.concat(list(x), axis=0) for x in joined]
+        self.count, self.s1, self.s2, self._top, self._negative = out
 
-    def _per_row(self, x: Array, ends: Array) -> Array:
-        """Per list ``(B,)``: the sum of ``x`` ``(nnz,)`` over its entries (``ends``: the
-        cumulative counts)."""
-        ops = self.sel.ops
-        cum = ops.concat([ops.zeros((1,), x, x.dtype), ops.cumsum(x, axis=0)], axis=0)
-        return _at(self.sel, cum, ends) - _at(self.sel, cum, ends - self.count)
+    def _nonzero(self, kernel: Any, r: slice) -> tuple[Array, Array]:
+        """The items of the rows ``r`` with a nonzero gain, row by row: their rows (from
+        ``r.start``, integers) and (weighted) gains in the accumulation dtype."""
+        sel, ops = self.sel, self.sel.ops
+        y = sel.item_labels[r]
+        t = kernel.conventions.relevance_threshold
+        cond = y != 0 if t is None else y >= t if t > 0 else y > 0  # where g(y) may be nonzero
+        if sel.full_valid is not None:
+            cond = cond & sel.full_valid[r]
+        flat = ops.nonzero(ops.reshape(cond, (-1,)))
+        g = kernel._gains(sel, ops.cast(ops.lookup(ops.reshape(y, (-1,)), flat), sel.positions.dtype))
+        if sel.batch_item_weights is not None:
+            w = ops.lookup(ops.reshape(sel.batch_item_weights[r], (-1,)), flat)
+            g = g * ops.cast(w, sel.positions.dtype)
+        return flat // int(y.shape[1]), g
+
+    def _block(self, parts: list[tuple[Array, Array]], rows_in: int) -> tuple[Array, ...]:
+        """Per list of a block of ``rows_in`` rows, from its nonzero items ``parts`` (rows from
+        the block's first, gains; the list is emptied): the count, ``sum x``, ``sum x^2``, the
+        ``K`` largest gains ``(rows_in, K)`` (0 past the nonzero ones) and whether one is
+        negative."""
+        sel, ops, acc, k = self.sel, self.sel.ops, self.sel.positions.dtype, self.sel.k
+        row = parts[0][0] if len(parts) == 1 else ops.concat([p[0] for p in parts], axis=0)
+        g = parts[0][1] if len(parts) == 1 else ops.concat([p[1] for p in parts], axis=0)
+        parts.clear()  # each name is dropped once read: at most five nonzero-sized arrays at once
+        edges = ops.arange(0, rows_in, sel.positions, ops.int_dtype())
+        count = ops.histogram(row[None, :], g * 0.0 + 1.0, edges)[0]
+        s1, s2 = ops.histogram(row[None, :], g, edges)[0], ops.histogram(row[None, :], g * g, edges)[0]
+        most = int(np.max(ops.to_numpy(count))) if rows_in else 0
+        if most == 0:
+            top = ops.zeros((rows_in, k), sel.positions, acc)
+            return count, s1, s2, top, top[:, 0] < 0.0
+        # each item's slot in a (rows_in, most) array: its row's offset plus its place
+        offset = edges * most - ops.cast(ops.cumsum(count, axis=0) - count, ops.int_dtype())
+        slot = ops.lookup(offset, row) + ops.arange(0, int(g.shape[0]), sel.positions, ops.int_dtype())
+        del row
+        dense = ops.set_rows(ops.zeros((rows_in * most,), g, acc), slot, g)
+        del slot, g
+        dense = ops.reshape(dense, (rows_in, most))
+        top = ops.topk(dense, min(k, most))[0]
+        if most < k:
+            top = ops.concat([top, ops.zeros((rows_in, k - most), top, acc)], axis=1)
+        return count, s1, s2, top, ops.any(dense < 0.0, axis=1)
 
     def negative(self) -> bool:
         """Whether some item has a negative gain (a negative label kept): the padding of
         :meth:`ideal` (zeros) then does not stand for the items of gain 0 (one small read)."""
         ops = self.sel.ops
-        return bool(self.gains.shape[0]) and ops.host_bools(ops.any(self.gains < 0.0))[0]
+        return bool(self.b) and ops.host_bools(ops.any(self._negative))[0]
 
     def ideal(self, k: int) -> Array:
-        """The ``k`` largest gains of each list ``(B, <= k)`` (0 past its nonzero ones): each
-        item's place among its list's nonzero items, one scatter into a ``(B, most)`` array and
-        a ``topk`` of it (``most`` the largest count of nonzero gains in a list)."""
+        """The ``k <= K`` largest gains of each list ``(B, min(k, most))`` (0 past its nonzero
+        ones; ``most`` the largest count of nonzero gains in a list, ``(B, 1)`` zeros where it
+        is 0), from the tiles' ``topk``."""
         sel, ops, b = self.sel, self.sel.ops, self.b
-        acc = sel.positions.dtype
-        most = int(np.asarray(ops.to_numpy(ops.amin(-self.count))).reshape(-1)[0] * -1) if b else 0
+        most = int(np.max(ops.to_numpy(self.count))) if b else 0
         if most == 0:
-            return ops.zeros((b, 1), sel.positions, acc)
-        start = ops.cumsum(self.count, axis=0) - self.count  # each list's first entry (row-major)
-        index = ops.cast(self.rows + 0.5, ops.int_dtype())
-        place = ops.arange(0, int(self.rows.shape[0]), sel.positions, acc) - ops.lookup(start, index)
-        edges = ops.arange(0, b * most, sel.positions, acc)
-        dense = ops.histogram((self.rows * most + place)[None, :], self.gains, edges)[0]
-        dense = ops.reshape(dense, (b, most))
-        return ops.topk(dense, min(k, most))[0]
+            return ops.zeros((b, 1), sel.positions, sel.positions.dtype)
+        return self._top[:, : min(k, most)]
 
 
 def _sparse(kernel: Any, sel: Selection) -> bool:
