@@ -341,7 +341,8 @@ def test_ndcg_skips_its_topk_of_the_labels_once_a_batch_had_every_list_closed(mo
 
 @pytest.mark.parametrize("kind", ["torch", "numpy", "torch_small"])
 @pytest.mark.parametrize("strict", [False, True])
-def test_count_and_max_gives_the_count_and_every_rows_largest_label(kind, strict):
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_count_and_max_gives_the_count_and_every_rows_largest_label(kind, strict, dtype):
     """``Ops.count_and_max``: the count of valid items at or above ``t`` (above with
     ``strict``) and each row's largest label over ALL items (masked ones too, NaN propagated),
     rows in several tiles and a row longer than a tile (its maxima merged): against numpy."""
@@ -353,7 +354,10 @@ def test_count_and_max_gives_the_count_and_every_rows_largest_label(kind, strict
     for b, n in shapes:
         y = rng.choice([0.0, 0.0, 1.0, 2.0, -1.0], size=(b, n)).astype(np.float32)
         y[0, -3:] = 9.0  # a row whose largest label sits in its last tile only
-        y[1, n // 2] = np.nan  # NaN: the row's largest label is NaN, the count skips it
+        if dtype == "float32":
+            y[1, n // 2] = np.nan  # NaN: the row's largest label is NaN, the count skips it
+        else:  # whole labels (any dtype: each row's maximum starts from its first label)
+            y = y.astype(np.int64)
         mask = rng.random((b, n)) < 0.8
         for m in (mask, None):
             keep = np.ones_like(mask) if m is None else m

@@ -30,6 +30,8 @@ from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
 from rankstream.core.topk import TIE_POLICIES
 from rankstream.ignite import MAP, MRR, NDCG, HitRate, ListMetrics, Precision
 
+import reference as ref
+
 KS = [1, 2, 3, 5, 8, 11]
 
 
@@ -452,3 +454,30 @@ def test_err_refuses_expected_ties_and_auc_counts_ties_one_half_already() -> Non
         a = first[name].per_list(scores, labels, valid)[0]
         b = expected[name].per_list(scores, labels, valid)[0]
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("size", [(64, 40), (40, 4_000)])  # numpy views of small batches; torch
+def test_bfloat16_scores_through_an_engine_equal_scikit_learn_and_the_reference(size) -> None:
+    """A bf16 model's scores (8 bits of mantissa: ties everywhere) fed to an Ignite ``Engine`` in
+    three batches: nDCG with ``ties="expected"`` equals scikit-learn's ``ndcg_score(...,
+    ignore_ties=False)`` on the same values as float64, and MAP / ``ListMetrics`` equal the
+    one-list reference (earlier index first among ties); bf16 labels too."""
+    b, n = size
+    g = torch.Generator().manual_seed(8)
+    scores = (torch.randn(b, n, generator=g) * 0.05).to(torch.bfloat16)
+    labels = torch.randint(0, 3, (b, n), generator=g).float() * (torch.rand(b, n, generator=g) < 0.2)
+    engine = Engine(lambda e, batch: batch)
+    NDCG(10, ties="expected", gain_function="linear_rank", relevance_threshold=None,
+         ignore_zero_hits=False).attach(engine, "ndcg")  # fmt: skip
+    MAP(10).attach(engine, "map")
+    ListMetrics(["map@10", "precision@5"]).attach(engine, "lm")
+    cut = [0, b // 3, 2 * b // 3, b]
+    feed = [(scores[a:z], labels[a:z].to(torch.bfloat16)) for a, z in itertools.pairwise(cut)]
+    got = engine.run(feed).metrics
+    s64, y64 = scores.double().numpy(), labels.double().numpy()
+    assert got["ndcg"] == pytest.approx([ndcg_score(y64, s64, k=10, ignore_ties=False)], abs=1e-12)
+    ap = [ref.average_precision(s, y, 10) for s, y in zip(s64.tolist(), y64.tolist(), strict=True)]
+    p5 = [ref.precision(s, y, 5) for s, y in zip(s64.tolist(), y64.tolist(), strict=True)]
+    assert got["map"] == pytest.approx([np.mean([v for v in ap if v is not None])], rel=1e-12)
+    assert got["lm"]["map@10"] == pytest.approx(got["map"][0], rel=1e-12)
+    assert got["lm"]["precision@5"] == pytest.approx(np.mean([v for v in p5 if v is not None]), rel=1e-12)

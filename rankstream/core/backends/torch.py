@@ -205,7 +205,9 @@ class TorchOps(Ops):
 
     def to_numpy(self, x: Array) -> np.ndarray:
         if isinstance(x, torch.Tensor):
-            return x.detach().cpu().numpy()
+            x = x.detach().cpu()
+            # numpy has no bfloat16: its values as float32 (exact, every bfloat16 is one)
+            return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
         return np.asarray(x)
 
     def asarray(self, x: Any, like: Array = None, dtype: Any = None) -> Array:
@@ -471,7 +473,8 @@ class TorchOps(Ops):
             count = buf.sum(dim=1).to(dtype)
             return (count, labels.amax(dim=1)) if with_max else count
         out = torch.zeros(b, dtype=cd)
-        most = torch.full((b,), -torch.inf, dtype=labels.dtype) if with_max else None
+        # each row's first label to start from (any dtype; the row's maximum includes it)
+        most = labels[:, 0].clone() if with_max else None
         for r, c, buf in _tile_buffers(ws, b, n, cd, budget=budget):
             y = labels[r, c]
             cmp(y, t, out=buf)
