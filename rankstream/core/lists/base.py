@@ -681,12 +681,14 @@ def _list_outputs(
     ``k`` (``shared``: what the kernels' depths computed from this batch)."""
     first = kernels[0]
     sel = first.selection(ctx, batch, k=k, shared=shared)
-    invalid = checked_values(sel, first.negative_labels)
+    invalid = checked_values(sel, first.conventions.negative_labels)
     return [kernel.list_outputs(sel, invalid) for kernel in kernels]
 
 
 def _depth(ctx: Context, kernels: list[ListKernel], batch: ListBatch, shared: dict[Any, Any]) -> int:
     """The deepest of the kernels' depths on ``batch``."""
+    if len(kernels) == 1:
+        return kernels[0].depth(ctx, batch, shared)
     return max(kernel.depth(ctx, batch, shared) for kernel in kernels)
 
 
@@ -703,7 +705,7 @@ def select_outputs(ctx: Context, kernels: list[ListKernel], batch: ListBatch) ->
     selection, and the values those of the one selection, summed in another order."""
     shared: dict[Any, Any] = {}
     k = _depth(ctx, kernels, batch, shared)
-    blocks = selection_blocks(ctx, batch, k, kernels[0].random_ties)
+    blocks = selection_blocks(ctx, batch, k, kernels[0].conventions.ties == "random")
     outs: list[ListOutput]
     if len(blocks) == 1:
         outs = _list_outputs(ctx, kernels, batch, shared, k)

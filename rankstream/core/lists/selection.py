@@ -193,7 +193,8 @@ def selection_blocks(ctx: Context, batch: ListBatch, k: int, random_ties: bool) 
     shapes and the scores' dtype."""
     if not ctx.read_back or random_ties:
         return [slice(None)]
-    b, n = batch.batch_size, batch.list_size
+    shape = batch.scores.shape
+    b, n = int(shape[0]), int(shape[1])
     items = b * min(k, n)
     if items < SELECT_BLOCKS_FROM:
         return [slice(None)]
