@@ -54,7 +54,7 @@ def forced_blocks(rows: int) -> Iterator[list[int]]:
 
     def counted(*args, **kwargs):
         blocks = decide(*args, **kwargs)
-        seen.append(len(blocks))
+        seen.append(1 if blocks is None else len(blocks))
         return blocks
 
     with pytest.MonkeyPatch.context() as mp:
@@ -212,7 +212,7 @@ def shaped(b: int, n: int, dtype=np.float32) -> ListBatch:
 )
 def test_small_selections_take_one_block(b, n, k):
     ctx = make_kernel("map@1").context(np.zeros((1, 1)))
-    assert selection.selection_blocks(ctx, shaped(b, n), k, False) == [slice(None)]
+    assert selection.selection_blocks(ctx, shaped(b, n), k, False) is None
 
 
 @pytest.mark.parametrize(("b", "n", "k"), [(256, 20_000, 1000), (256, 20_000, 5000), (1024, 20_000, 1000)])
@@ -224,7 +224,14 @@ def test_a_deep_selection_holds_a_sixteenth_of_the_scores_per_block(b, n, k):
     assert all(x.stop == y.start for x, y in itertools.pairwise(blocks))
     most = max(x.stop - x.start for x in blocks)
     assert most * k * selection.SELECTED_BYTES <= b * n * 4 / selection.SELECT_SHARE
-    assert selection.selection_blocks(ctx, batch, k, True) == [slice(None)]  # random ties
+    assert selection.selection_blocks(ctx, batch, k, True) is None  # random ties
+
+
+def test_a_traced_batch_is_never_cut(monkeypatch):
+    """Where values are not read back (a trace, an accelerator), the batch is one selection."""
+    calls = []
+    monkeypatch.setattr(base, "selection_blocks", lambda *a: calls.append(a))
+    s, y, m, w = case(1)
     with read_back(False):
-        traced = make_kernel("map@1").context(np.zeros((1, 1)))
-        assert selection.selection_blocks(traced, batch, k, False) == [slice(None)]
+        State(make_kernel("map@3")).update(s, y, m, w)
+    assert calls == []

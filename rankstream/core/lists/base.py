@@ -674,17 +674,6 @@ class ListKernel:
 explicit_signature(ListKernel, ListKernel)
 
 
-def _list_outputs(
-    ctx: Context, kernels: list[ListKernel], batch: ListBatch, shared: dict[Any, Any], k: int
-) -> list[ListOutput]:
-    """Every kernel's :meth:`ListKernel.list_outputs` from one selection of ``batch`` at depth
-    ``k`` (``shared``: what the kernels' depths computed from this batch)."""
-    first = kernels[0]
-    sel = first.selection(ctx, batch, k=k, shared=shared)
-    invalid = checked_values(sel, first.conventions.negative_labels)
-    return [kernel.list_outputs(sel, invalid) for kernel in kernels]
-
-
 def _depth(ctx: Context, kernels: list[ListKernel], batch: ListBatch, shared: dict[Any, Any]) -> int:
     """The deepest of the kernels' depths on ``batch``."""
     if len(kernels) == 1:
@@ -698,26 +687,38 @@ def select_outputs(ctx: Context, kernels: list[ListKernel], batch: ListBatch) ->
 
     Where values are read back and that selection would be large (:func:`selection_blocks`:
     ``B x K`` past a 16th of the scores' bytes, at trec_eval's depth of 1,000 or a whole-list
-    metric), the rows go in blocks: each block is selected at its own depth (its largest ``R``
-    for R-precision) and gives its per-list outputs (:meth:`ListKernel.list_outputs`), the
-    blocks' outputs are joined (``(B, ...)`` arrays) and the part read over the batch's lists
-    (:meth:`ListKernel.weighed`) follows. The temporaries are then those of one block's
-    selection, and the values those of the one selection, summed in another order."""
+    metric), the rows go in blocks (:func:`_outputs_by_blocks`): the temporaries are those of one
+    block's selection, and the values those of the one selection, summed in another order."""
+    first = kernels[0]
     shared: dict[Any, Any] = {}
     k = _depth(ctx, kernels, batch, shared)
-    blocks = selection_blocks(ctx, batch, k, kernels[0].conventions.ties == "random")
-    outs: list[ListOutput]
-    if len(blocks) == 1:
-        outs = _list_outputs(ctx, kernels, batch, shared, k)
-    else:
-        del shared  # the blocks' depths are their own
-        for n, rows in enumerate(blocks):
-            block, block_shared = batch.rows(rows), {}
-            part = _list_outputs(ctx, kernels, block, block_shared, _depth(ctx, kernels, block, block_shared))
-            # joined block by block: a block's outputs may be views of its (rows, K) arrays
-            # (a column of the ideal gains), which a copy lets go before the next block
-            outs = (
-                part if n == 0 else [joined_outputs(ctx.ops, [o, p]) for o, p in zip(outs, part, strict=True)]
-            )
+    if ctx.read_back:
+        blocks = selection_blocks(ctx, batch, k, first.conventions.ties == "random")
+        if blocks is not None:
+            return _outputs_by_blocks(ctx, kernels, batch, blocks)
+    sel = first.selection(ctx, batch, k=k, shared=shared)
+    invalid = checked_values(sel, first.conventions.negative_labels)
+    return [kernel.outputs(sel, invalid) for kernel in kernels]
+
+
+def _outputs_by_blocks(
+    ctx: Context, kernels: list[ListKernel], batch: ListBatch, blocks: list[slice]
+) -> list[ListOutput]:
+    """:func:`select_outputs` by blocks of rows: each block is selected at its own depth (its
+    largest ``R`` for R-precision; what the depths compute is the block's) and gives its
+    per-list outputs (:meth:`ListKernel.list_outputs`); the blocks' outputs are joined
+    (``(B, ...)`` arrays), and the part read over the batch's lists (:meth:`ListKernel.weighed`:
+    keras-rs's list weights) follows."""
+    first, ops = kernels[0], ctx.ops
+    outs: list[ListOutput] = []
+    for rows in blocks:
+        block, shared = batch.rows(rows), {}
+        sel = first.selection(ctx, block, k=_depth(ctx, kernels, block, shared), shared=shared)
+        invalid = checked_values(sel, first.conventions.negative_labels)
+        part = [kernel.list_outputs(sel, invalid) for kernel in kernels]
+        del sel
+        # joined block by block: a block's outputs may be views of its (rows, K) arrays (a
+        # column of the ideal gains), which the copy of a join lets go before the next block
+        outs = [joined_outputs(ops, [o, p]) for o, p in zip(outs, part, strict=True)] if outs else part
     item_weighted = batch.item_weights is not None
-    return [kernel.weighed(ctx.ops, out, item_weighted) for kernel, out in zip(kernels, outs, strict=True)]
+    return [kernel.weighed(ops, out, item_weighted) for kernel, out in zip(kernels, outs, strict=True)]

@@ -184,21 +184,21 @@ def join_rows(ops: Ops, parts: list[Sequence[Array | None]]) -> tuple[Array | No
     )
 
 
-def selection_blocks(ctx: Context, batch: ListBatch, k: int, random_ties: bool) -> list[slice]:
+def selection_blocks(ctx: Context, batch: ListBatch, k: int, random_ties: bool) -> list[slice] | None:
     """The blocks of rows a batch is selected and evaluated in, at depth ``k`` (clipped to the
-    list): one block (every row) where values are not read back (a trace: the batch size may be
-    unknown), under ``ties="random"`` (one random permutation per batch orders its ties), or
-    where the ``B x K`` selection is small (see :data:`SELECTED_BYTES`); else blocks of rows
-    whose selection holds about a :data:`SELECT_SHARE`-th of the scores' bytes. Reads only
+    list), where values are read back (eager: the batch size is known): None (the batch in one
+    piece) under ``ties="random"`` (one random permutation per batch orders its ties) or where
+    the ``B x K`` selection is small (see :data:`SELECTED_BYTES`); else consecutive blocks of
+    rows whose selection holds about a :data:`SELECT_SHARE`-th of the scores' bytes. Reads only
     shapes and the scores' dtype."""
-    if not ctx.read_back or random_ties:
-        return [slice(None)]
+    if random_ties:
+        return None
     shape = batch.scores.shape
     b, n = int(shape[0]), int(shape[1])
     items = b * min(k, n)
     if items < SELECT_BLOCKS_FROM:
-        return [slice(None)]
+        return None
     budget = b * n * (int(re.sub(r"\D", "", ctx.ops.dtype_name(batch.scores))) // 8) // SELECT_SHARE
     if items * SELECTED_BYTES <= budget:
-        return [slice(None)]
+        return None
     return row_slices(b, max(1, budget // (SELECTED_BYTES * min(k, n))))
