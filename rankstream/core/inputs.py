@@ -154,6 +154,18 @@ class ListBatch:
     def list_size(self) -> int:
         return int(self.scores.shape[1])
 
+    def rows(self, rows: slice) -> ListBatch:
+        """The lists ``rows`` of the batch (views of its arrays, no copy)."""
+        cut = lambda x: None if x is None else x[rows]  # noqa: E731
+        return ListBatch(
+            self.ops,
+            self.scores[rows],
+            self.labels[rows],
+            cut(self.valid),
+            cut(self.weights),
+            cut(self.item_weights),
+        )
+
 
 def _shape(x: Any) -> tuple[int | None, ...]:
     """Static shape; an unknown dimension (a TensorFlow graph's batch axis) is None."""

@@ -34,12 +34,14 @@ small share of the batch. The base's own selection is only the top 1.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from rankstream.core.backends import Array, Context
+from rankstream.core.backends import Array, Context, Ops
 from rankstream.core.inputs import ListBatch
 from rankstream.core.lists.base import WHOLE_LIST, ListOutput, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.lists.selection import join_rows, row_slices
 
 #: where the scores of the batch wait for the metric in the selection's shared dict
 _SCORES = "auc_scores"
@@ -92,6 +94,14 @@ def midrank_auc(ops: Any, scores: Array, pos: Array, neg: Array) -> tuple[Array,
     return auc, p_total, q_total
 
 
+@dataclass
+class AUCOutput(ListOutput):
+    """A :class:`ListOutput` with every list's number of items ``(B,)`` (``weight_by_size``;
+    None without)."""
+
+    size: Array | None = None
+
+
 class AUCKernel(BinaryListKernel):
     """The mean of the per-list AUC over the lists holding both classes (see the module
     docstring). Args: ``weight_by_size`` (False: each list weighs its ``sample_weight``; True:
@@ -118,13 +128,17 @@ class AUCKernel(BinaryListKernel):
         # where values are read back (eager), large batches go in blocks of rows: the sort and
         # its dozen (rows, N) temporaries of each block stay a small share of the scores
         step = max(1, b // _BLOCKS) if sel.ctx.read_back and b * n >= _BLOCK_FROM else b
-        parts = [self._block(sel, slice(a, min(a + step, b))) for a in range(0, b, step)]
-        if len(parts) == 1:
-            auc, n_pos, n_neg, w_rel = parts[0]
-        else:
-            auc, n_pos, n_neg = (ops.concat([p[i] for p in parts], axis=0) for i in range(3))
-            w_rel = None if parts[0][3] is None else ops.concat([p[3] for p in parts], axis=0)
-        return ListOutput(auc[:, None], (n_pos > 0) & (n_neg > 0), n_pos, w_rel)
+        auc, n_pos, n_neg, w_rel = join_rows(ops, [self._block(sel, rows) for rows in row_slices(b, step)])
+        return AUCOutput(auc[:, None], (n_pos > 0) & (n_neg > 0), n_pos, w_rel, size=self._sizes(sel))
+
+    def _sizes(self, sel: Selection) -> Array | None:
+        """With ``weight_by_size``, every list's number of items ``(B,)`` (None without)."""
+        if not self.weight_by_size:
+            return None
+        ops, acc = sel.ops, sel.positions.dtype
+        if sel.full_valid is None:
+            return ops.zeros((sel.item_labels.shape[0],), sel.positions, acc) + float(sel.n)
+        return ops.valid_counts(sel.full_valid, acc, sel.ctx.workspace)  # from the mask's bytes
 
     def _block(self, sel: Selection, rows: slice) -> tuple[Array, Array, Array, Array | None]:
         """``(AUC, P, Q, W)`` of the lists ``rows`` (``W``: the relevant items' weight sums
@@ -148,16 +162,11 @@ class AUCKernel(BinaryListKernel):
         auc, n_pos, n_neg = midrank_auc(ops, key, pos, neg)
         return auc, n_pos, n_neg, w_rel
 
-    def outputs(self, sel: Selection, invalid: Array | None) -> ListOutput:
-        """The base's outputs; with ``weight_by_size`` each list's weight times its number of
-        items."""
-        out = super().outputs(sel, invalid)
-        if self.weight_by_size:
-            ops, acc = sel.ops, sel.positions.dtype
-            if sel.full_valid is None:
-                size = ops.zeros((sel.item_labels.shape[0],), sel.positions, acc) + float(sel.n)
-            else:
-                size = ops.valid_counts(sel.full_valid, acc, sel.ctx.workspace)  # from the mask's bytes
+    def weighed(self, ops: Ops, out: ListOutput, item_weighted: bool) -> ListOutput:
+        """The base's; with ``weight_by_size`` each list's weight times its number of items."""
+        out = super().weighed(ops, out, item_weighted)
+        size = getattr(out, "size", None)
+        if size is not None:
             out.weights = size if out.weights is None else out.weights * size
         return out
 

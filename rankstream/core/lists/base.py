@@ -38,7 +38,7 @@ past the end of a list is clipped to the list.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any
 
@@ -63,7 +63,7 @@ from rankstream.core.lists.chance import (
     variance_of,
 )
 from rankstream.core.lists.conventions import CONVENTION_NAMES, ListConventions, explicit_signature
-from rankstream.core.lists.selection import Selection, positions
+from rankstream.core.lists.selection import Selection, join_rows, positions, selection_blocks
 from rankstream.core.state import check_sums
 from rankstream.core.topk import top_ranked
 from rankstream.core.uncertainty import (
@@ -89,8 +89,11 @@ class ListOutput:
     ``(B,)`` its sum weighted by the item weights (per-item weights). :meth:`ListKernel.outputs`
     adds what the reducer needs: ``counted`` ``(B,)`` bool (the lists that enter the sums),
     ``weights`` ``(B,)`` (the list weights; None: all 1) and ``invalid`` ``(B,)`` (lists with
-    bad data; None where values were read back). A kernel may return a subclass carrying more
-    per-list arrays (an expectation, a second value) for its :meth:`ListKernel.list_fields`."""
+    bad data; None where values were read back) and ``listed`` ``(B,)`` bool (the list holds an
+    item; None: every list does). A kernel may return a subclass carrying more per-list arrays
+    (an expectation, a second value) for its :meth:`ListKernel.list_fields`: every field is
+    ``(B, ...)`` or None, so the outputs of blocks of rows join along the rows
+    (:func:`joined_outputs`)."""
 
     values: Array
     relevant: Array
@@ -99,11 +102,26 @@ class ListOutput:
     counted: Array | None = None
     weights: Array | None = None
     invalid: Array | None = None
+    listed: Array | None = None
     #: with ``chance=True``: per list ``(B, len(top_k))`` the expectation and variance under a
     #: uniformly random ranking and the value under the ideal ranking (:meth:`ListKernel.outputs`)
     expected: Array | None = None
     variance: Array | None = None
     best: Array | None = None
+
+
+def joined_outputs(ops: Ops, parts: list[ListOutput]) -> ListOutput:
+    """The per-list outputs of consecutive blocks of rows joined into the batch's (every
+    field concatenated along the rows; the small ``(B, ...)`` arrays only)."""
+    names = [f.name for f in fields(parts[0])]
+    joined = join_rows(ops, [[getattr(p, name) for name in names] for p in parts])
+    return type(parts[0])(**dict(zip(names, joined, strict=True)))
+
+
+def divided(ops: Ops, num: Array, den: Array) -> Array:
+    """``num / den``, 0 where ``den`` is 0."""
+    pos = den > 0
+    return ops.where(pos, num / ops.where(pos, den, 1.0), 0.0)
 
 
 def list_values_of(out: ListOutput) -> Array:
@@ -369,9 +387,7 @@ class ListKernel:
     @staticmethod
     def divide(sel: Selection, num: Array, den: Array) -> Array:
         """``num / den``, 0 where ``den`` is 0."""
-        ops = sel.ops
-        pos = den > 0
-        return ops.where(pos, num / ops.where(pos, den, 1.0), 0.0)
+        return divided(sel.ops, num, den)
 
     # -- one batch -----------------------------------------------------------------------
     @property
@@ -473,19 +489,26 @@ class ListKernel:
         """The per-list output of one batch (:meth:`outputs`), with ``invalid`` the lists with
         bad data (None where the values were read back: bad data raises ``ValueError`` then,
         see :func:`~rankstream.core.inputs.check_list_values`)."""
-        sel = self.selection(ctx, self.read_batch(ctx, y_pred, y, mask, sample_weight))
-        return self.outputs(sel, checked_values(sel, self.conventions.negative_labels))
+        return select_outputs(ctx, [self], self.read_batch(ctx, y_pred, y, mask, sample_weight))[0]
 
     def outputs(self, sel: Selection, invalid: Array | None) -> ListOutput:
         """:meth:`list_values` of a selection (which may reach past this metric's largest
         ``k``: a collection selects once for all its metrics) with what the reducer reads:
         ``counted`` (the empty policy; never a list without an item), the list ``weights``
-        (None: all 1) and ``invalid``."""
+        (None: all 1) and ``invalid``: :meth:`weighed` of :meth:`list_outputs`."""
+        return self.weighed(sel.ops, self.list_outputs(sel, invalid), sel.batch_item_weights is not None)
+
+    def list_outputs(self, sel: Selection, invalid: Array | None) -> ListOutput:
+        """The part of :meth:`outputs` computed list by list (so block by block of rows):
+        :meth:`list_values`, ``counted``, ``listed``, the per-list ``weights`` as given,
+        ``invalid``, the empty policy's zeros and the chance terms."""
         conv, ops = self.conventions, sel.ops
         out = self.list_values(sel)
         counted = out.relevant if conv.empty == "skip" else ops.ones_bool(out.relevant)
+        listed = None
         if sel.in_list is not None:  # a list with no item (all masked) is not a list: never counted
-            counted = counted & (sel.in_list[:, 0] > 0)
+            listed = sel.in_list[:, 0] > 0
+            counted = counted & listed
         values = out.values
         if conv.empty == "zero" and conv.negative_labels == "keep":
             # a list without a relevant item scores 0, a DCG of negative labels' gains too (with
@@ -494,17 +517,30 @@ class ListKernel:
             values = ops.where(out.relevant[:, None], values, 0.0)
         if self._chance:
             out.expected, out.variance, out.best = chance_terms(self, sel)
-        if conv.weighting == "keras_rs":
-            w = self.list_weights(sel, out, invalid)
-            if self.weighted_values and sel.batch_item_weights is not None:  # keras-rs divides it
-                values = self.divide(sel, values, w[:, None])
-                if self._chance:  # the same division (squared for the variance)
-                    out.expected = self.divide(sel, out.expected, w[:, None])
-                    out.variance = self.divide(sel, out.variance, (w * w)[:, None])
-                    out.best = self.divide(sel, out.best, w[:, None])
-        else:
-            w = sel.weights
-        out.values, out.counted, out.weights, out.invalid = values, counted, w, invalid  # out is this call's
+        out.values, out.counted, out.weights, out.invalid = (
+            values,
+            counted,
+            sel.weights,
+            invalid,
+        )  # this call's
+        out.listed = listed
+        return out
+
+    def weighed(self, ops: Ops, out: ListOutput, item_weighted: bool) -> ListOutput:
+        """The part of :meth:`outputs` read over the batch's lists (after the blocks' outputs
+        are joined): under keras-rs weighting the list weights (:meth:`list_weights`, a mean
+        over the batch's lists) and the division of values weighted by the items
+        (``item_weighted``: the batch has per-item weights); else ``out`` as it is."""
+        if self.conventions.weighting != "keras_rs":
+            return out
+        w = self.list_weights(ops, out)
+        if self.weighted_values and item_weighted:  # keras-rs divides it
+            out.values = divided(ops, out.values, w[:, None])
+            if self._chance:  # the same division (squared for the variance)
+                out.expected = divided(ops, out.expected, w[:, None])
+                out.variance = divided(ops, out.variance, (w * w)[:, None])
+                out.best = divided(ops, out.best, w[:, None])
+        out.weights = w
         return out
 
     def reduce(self, ops: Ops, out: ListOutput) -> dict[str, Array]:
@@ -512,24 +548,25 @@ class ListKernel:
         :meth:`list_fields`)."""
         return list_sums(ops, out, self.list_fields())
 
-    def list_weights(self, sel: Selection, out: ListOutput, invalid: Array | None) -> Array:
+    def list_weights(self, ops: Ops, out: ListOutput) -> Array:
         """Per-list weights ``(B,)`` collapsed from the item weights as keras-rs's
-        ``get_list_weights`` does, within one batch: a list with no item of positive weight
+        ``get_list_weights`` does, within one batch (``out`` its lists' :meth:`list_outputs`,
+        ``out.weights`` the per-list weights as given): a list with no item of positive weight
         gets 0; a list with relevance gets ``sum_j W_ij R_ij / sum_j R_ij``; a list without
         relevance gets the mean of those over the batch's lists having both (1.0 when none
         has). Lists with bad data never enter that mean."""
-        ops = sel.ops
+        given, invalid = out.weights, out.invalid
         relevance = out.relevance if out.relevance is not None else ops.cast(out.relevant, out.values.dtype)
         rel_pos = relevance > 0
         if out.weighted_relevance is not None:
-            plw = self.divide(sel, out.weighted_relevance, relevance)
-            if sel.weights is not None:
-                plw = plw * sel.weights
+            plw = divided(ops, out.weighted_relevance, relevance)
+            if given is not None:
+                plw = plw * given
         else:
-            plw = ops.where(rel_pos, 1.0 if sel.weights is None else sel.weights, 0.0 * relevance)
-        w_pos = ops.ones_bool(rel_pos) if sel.in_list is None else sel.in_list[:, 0] > 0
-        if sel.weights is not None:
-            w_pos = w_pos & (sel.weights > 0)
+            plw = ops.where(rel_pos, 1.0 if given is None else given, 0.0 * relevance)
+        w_pos = ops.ones_bool(rel_pos) if out.listed is None else out.listed
+        if given is not None:
+            w_pos = w_pos & (given > 0)
         if invalid is not None:
             w_pos = w_pos & ~invalid
             plw = ops.where(invalid, 0.0, plw)
@@ -635,3 +672,53 @@ class ListKernel:
 
 
 explicit_signature(ListKernel, ListKernel)
+
+
+def _depth(ctx: Context, kernels: list[ListKernel], batch: ListBatch, shared: dict[Any, Any]) -> int:
+    """The deepest of the kernels' depths on ``batch``."""
+    if len(kernels) == 1:
+        return kernels[0].depth(ctx, batch, shared)
+    return max(kernel.depth(ctx, batch, shared) for kernel in kernels)
+
+
+def select_outputs(ctx: Context, kernels: list[ListKernel], batch: ListBatch) -> list[ListOutput]:
+    """Every kernel's :meth:`ListKernel.outputs` of one batch, read from one selection at the
+    deepest of their depths (the kernels read the batch alike: the first one selects).
+
+    Where values are read back and that selection would be large (:func:`selection_blocks`:
+    ``B x K`` past a 16th of the scores' bytes, at trec_eval's depth of 1,000 or a whole-list
+    metric), the rows go in blocks (:func:`_outputs_by_blocks`): the temporaries are those of one
+    block's selection, and the values those of the one selection, summed in another order."""
+    first = kernels[0]
+    shared: dict[Any, Any] = {}
+    k = _depth(ctx, kernels, batch, shared)
+    if ctx.read_back:
+        blocks = selection_blocks(ctx, batch, k, first.conventions.ties == "random")
+        if blocks is not None:
+            return _outputs_by_blocks(ctx, kernels, batch, blocks)
+    sel = first.selection(ctx, batch, k=k, shared=shared)
+    invalid = checked_values(sel, first.conventions.negative_labels)
+    return [kernel.outputs(sel, invalid) for kernel in kernels]
+
+
+def _outputs_by_blocks(
+    ctx: Context, kernels: list[ListKernel], batch: ListBatch, blocks: list[slice]
+) -> list[ListOutput]:
+    """:func:`select_outputs` by blocks of rows: each block is selected at its own depth (its
+    largest ``R`` for R-precision; what the depths compute is the block's) and gives its
+    per-list outputs (:meth:`ListKernel.list_outputs`); the blocks' outputs are joined
+    (``(B, ...)`` arrays), and the part read over the batch's lists (:meth:`ListKernel.weighed`:
+    keras-rs's list weights) follows."""
+    first, ops = kernels[0], ctx.ops
+    outs: list[ListOutput] = []
+    for rows in blocks:
+        block, shared = batch.rows(rows), {}
+        sel = first.selection(ctx, block, k=_depth(ctx, kernels, block, shared), shared=shared)
+        invalid = checked_values(sel, first.conventions.negative_labels)
+        part = [kernel.list_outputs(sel, invalid) for kernel in kernels]
+        del sel
+        # joined block by block: a block's outputs may be views of its (rows, K) arrays (a
+        # column of the ideal gains), which the copy of a join lets go before the next block
+        outs = [joined_outputs(ops, [o, p]) for o, p in zip(outs, part, strict=True)] if outs else part
+    item_weighted = batch.item_weights is not None
+    return [kernel.weighed(ops, out, item_weighted) for kernel, out in zip(kernels, outs, strict=True)]

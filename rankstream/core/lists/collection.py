@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
-from rankstream.core.lists.base import WHOLE_LIST, ListKernel, checked_values, exported, quiet
+from rankstream.core.lists.base import WHOLE_LIST, ListKernel, exported, quiet, select_outputs
 from rankstream.core.lists.table import BY_NAME, names_doc, row_of
 from rankstream.core.state import kernel_config
 from rankstream.core.uncertainty import check_level
@@ -206,12 +206,9 @@ class ListMetrics:
         out: dict[str, Array] = {}
         with quiet():
             batch = first.read_batch(ctx, y_pred, y, mask, sample_weight)
-            shared: dict[Any, Any] = {}
-            k = max(kernel.depth(ctx, batch, shared) for kernel in self._members.values())
-            sel = first.selection(ctx, batch, k=k, shared=shared)
-            invalid = checked_values(sel, first.negative_labels)
-            for name, kernel in self._members.items():
-                sums = kernel.reduce(ctx.ops, kernel.outputs(sel, invalid))
+            outs = select_outputs(ctx, list(self._members.values()), batch)
+            for (name, kernel), per_list in zip(self._members.items(), outs, strict=True):
+                sums = kernel.reduce(ctx.ops, per_list)
                 out.update({f"{self._keys[name]}__{field}": value for field, value in sums.items()})
         return exported(ctx.ops, out)
 

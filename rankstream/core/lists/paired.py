@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
-from rankstream.core.lists.base import ListKernel, ListOutput, checked_values, exported, quiet
+from rankstream.core.lists.base import ListKernel, ListOutput, exported, quiet, select_outputs
 from rankstream.core.lists.collection import ListMetrics
 from rankstream.core.state import check_sums, kernel_config
 from rankstream.core.uncertainty import (
@@ -243,14 +243,11 @@ class PairedComparison:
         scores = [first_scores, *rest]
         first = next(iter(self._members.values()))
         outs: dict[str, list[ListOutput]] = {name: [] for name in self._members}
+        kernels = list(self._members.values())
         for s in scores:
             batch = first.read_batch(ctx, s, y, mask, sample_weight)
-            shared: dict[Any, Any] = {}
-            k = max(kernel.depth(ctx, batch, shared) for kernel in self._members.values())
-            sel = first.selection(ctx, batch, k=k, shared=shared)
-            invalid = checked_values(sel, first.negative_labels)
-            for name, kernel in self._members.items():
-                outs[name].append(kernel.outputs(sel, invalid))
+            for name, out in zip(self._members, select_outputs(ctx, kernels, batch), strict=True):
+                outs[name].append(out)
         return ctx, outs
 
     def _compared(self, ops: Ops, outs: list[ListOutput]) -> tuple[Array, Array, Array | None, Array | None]:

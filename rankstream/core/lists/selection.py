@@ -4,14 +4,17 @@ labels, the ranks' positions) and, under ``ties="expected"``, its tie groups."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops
+from rankstream.core.inputs import ListBatch
 
-__all__ = ["IDEAL_PREFIX_FROM", "Selection", "positions"]
+__all__ = ["IDEAL_PREFIX_FROM", "Selection", "join_rows", "positions", "row_slices", "selection_blocks"]
 
 #: ``Selection.ideal(prefix=True)`` cuts the ideal ranking after its last nonzero column from
 #: this many ranked items on (whole lists); below it the host read costs more than it saves
@@ -23,6 +26,16 @@ IDEAL_PREFIX_FROM = 1024
 ROW_BLOCKS_FROM = 1 << 16
 ROW_BLOCK_SHARE = 128
 ROW_BLOCK_MAX = 1 << 18
+#: a batch is selected in blocks of rows (:func:`selection_blocks`) where values are read back
+#: and its ``B x K`` selection holds at least :data:`SELECT_BLOCKS_FROM` ranked items and more
+#: than a :data:`SELECT_SHARE`-th of the scores' bytes at :data:`SELECTED_BYTES` per ranked item
+#: (measured: 48-52 bytes at K = 1,000-6,000 on 256 x 20,000 float32, the ranking's top-(K + 1)
+#: values and indices, the gathered labels and membership, their float64 casts, the kernels'
+#: (B, K) arrays); each block then holds about a 16th of the scores, well inside the quarter an
+#: update may hold beside its counting passes
+SELECTED_BYTES = 64
+SELECT_SHARE = 16
+SELECT_BLOCKS_FROM = 1 << 16
 
 
 @dataclass
@@ -97,20 +110,13 @@ class Selection:
         b, n = int(self.item_labels.shape[0]), self.n
         if b * n < ROW_BLOCKS_FROM:
             return [slice(None)]
-        step = max(1, min(b * n // ROW_BLOCK_SHARE, ROW_BLOCK_MAX) // n)
-        return [slice(a, min(a + step, b)) for a in range(0, b, step)]
+        return row_slices(b, max(1, min(b * n // ROW_BLOCK_SHARE, ROW_BLOCK_MAX) // n))
 
     def by_rows(self, fn: Any) -> tuple[Any, ...]:
         """``fn(rows)`` (a tuple of per-row arrays, each ``(len(rows), ...)`` or None) over the
         blocks of :meth:`row_blocks`, joined along the rows: the temporaries of a pass over
         every item are those of one block."""
-        parts = [fn(rows) for rows in self.row_blocks()]
-        if len(parts) == 1:
-            return parts[0]
-        return tuple(
-            None if parts[0][i] is None else self.ops.concat([p[i] for p in parts], axis=0)
-            for i in range(len(parts[0]))
-        )
+        return join_rows(self.ops, [fn(rows) for rows in self.row_blocks()])
 
     def block_labels(self, rows: slice) -> Array:
         """The labels of the rows ``rows`` in the accumulation dtype, 0 on items not in the list."""
@@ -160,3 +166,39 @@ def positions(ctx: Context, k: int, like: Array, dtype: Any) -> Array:
     if not ctx.read_back:
         return make()
     return ctx.workspace.get("positions", (k, dtype, getattr(like, "device", None)), make)
+
+
+def row_slices(b: int, step: int) -> list[slice]:
+    """``b`` rows in consecutive slices of ``step`` rows (the last one shorter)."""
+    return [slice(a, min(a + step, b)) for a in range(0, b, step)]
+
+
+def join_rows(ops: Ops, parts: list[Sequence[Array | None]]) -> tuple[Array | None, ...]:
+    """Blocks of per-row arrays (each part a sequence of ``(rows, ...)`` arrays or None, in the
+    same places) joined along the rows: one concatenation per array (the one part as it is)."""
+    if len(parts) == 1:
+        return tuple(parts[0])
+    return tuple(
+        None if parts[0][i] is None else ops.concat([p[i] for p in parts], axis=0)
+        for i in range(len(parts[0]))
+    )
+
+
+def selection_blocks(ctx: Context, batch: ListBatch, k: int, random_ties: bool) -> list[slice] | None:
+    """The blocks of rows a batch is selected and evaluated in, at depth ``k`` (clipped to the
+    list), where values are read back (eager: the batch size is known): None (the batch in one
+    piece) under ``ties="random"`` (one random permutation per batch orders its ties) or where
+    the ``B x K`` selection is small (see :data:`SELECTED_BYTES`); else consecutive blocks of
+    rows whose selection holds about a :data:`SELECT_SHARE`-th of the scores' bytes. Reads only
+    shapes and the scores' dtype."""
+    if random_ties:
+        return None
+    shape = batch.scores.shape
+    b, n = int(shape[0]), int(shape[1])
+    items = b * min(k, n)
+    if items < SELECT_BLOCKS_FROM:
+        return None
+    budget = b * n * (int(re.sub(r"\D", "", ctx.ops.dtype_name(batch.scores))) // 8) // SELECT_SHARE
+    if items * SELECTED_BYTES <= budget:
+        return None
+    return row_slices(b, max(1, budget // (SELECTED_BYTES * min(k, n))))
