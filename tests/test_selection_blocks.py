@@ -216,7 +216,7 @@ def test_small_selections_take_one_block(b, n, k):
 
 
 @pytest.mark.parametrize(("b", "n", "k"), [(256, 20_000, 1000), (256, 20_000, 5000), (1024, 20_000, 1000)])
-def test_a_deep_selection_holds_a_sixteenth_of_the_scores_per_block(b, n, k):
+def test_a_deep_selection_holds_an_eighth_of_the_scores_per_block(b, n, k):
     batch = shaped(b, n)
     ctx = make_kernel("map@1").context(np.zeros((1, 1)))
     blocks = selection.selection_blocks(ctx, batch, k, False)

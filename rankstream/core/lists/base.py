@@ -53,6 +53,7 @@ from rankstream.core.inputs import (
     list_values_ok,
     warn_swapped_inputs,
 )
+from rankstream.core.lists import selection as selection_module
 from rankstream.core.lists.chance import (
     CHANCE_QUANTITIES,
     best_of,
@@ -63,7 +64,14 @@ from rankstream.core.lists.chance import (
     variance_of,
 )
 from rankstream.core.lists.conventions import CONVENTION_NAMES, ListConventions, explicit_signature
-from rankstream.core.lists.selection import Selection, join_rows, positions, selection_blocks
+from rankstream.core.lists.selection import (
+    SELECTED_BYTES,
+    SELECTED_BYTES_MORE,
+    Selection,
+    join_rows,
+    positions,
+    selection_blocks,
+)
 from rankstream.core.state import check_sums
 from rankstream.core.topk import top_ranked
 from rankstream.core.uncertainty import (
@@ -495,8 +503,16 @@ class ListKernel:
         """:meth:`list_values` of a selection (which may reach past this metric's largest
         ``k``: a collection selects once for all its metrics) with what the reducer reads:
         ``counted`` (the empty policy; never a list without an item), the list ``weights``
-        (None: all 1) and ``invalid``: :meth:`weighed` of :meth:`list_outputs`."""
-        return self.weighed(sel.ops, self.list_outputs(sel, invalid), sel.batch_item_weights is not None)
+        (None: all 1) and ``invalid``: :meth:`weighed` of :meth:`list_outputs` (where there is
+        anything to weigh: :attr:`_weighs`)."""
+        out = self.list_outputs(sel, invalid)
+        return self.weighed(sel.ops, out, sel.batch_item_weights is not None) if self._weighs else out
+
+    @cached_property
+    def _weighs(self) -> bool:
+        """Whether :meth:`weighed` changes an output: keras-rs weighting, or a kernel of its own
+        :meth:`weighed` (one call fewer per update elsewhere)."""
+        return self.conventions.weighting == "keras_rs" or type(self).weighed is not ListKernel.weighed
 
     def list_outputs(self, sel: Selection, invalid: Array | None) -> ListOutput:
         """The part of :meth:`outputs` computed list by list (so block by block of rows):
@@ -517,12 +533,7 @@ class ListKernel:
             values = ops.where(out.relevant[:, None], values, 0.0)
         if self._chance:
             out.expected, out.variance, out.best = chance_terms(self, sel)
-        out.values, out.counted, out.weights, out.invalid = (
-            values,
-            counted,
-            sel.weights,
-            invalid,
-        )  # this call's
+        out.values, out.counted, out.weights, out.invalid = values, counted, sel.weights, invalid
         out.listed = listed
         return out
 
@@ -686,14 +697,16 @@ def select_outputs(ctx: Context, kernels: list[ListKernel], batch: ListBatch) ->
     deepest of their depths (the kernels read the batch alike: the first one selects).
 
     Where values are read back and that selection would be large (:func:`selection_blocks`:
-    ``B x K`` past a 16th of the scores' bytes, at trec_eval's depth of 1,000 or a whole-list
+    ``B x K`` past an 8th of the scores' bytes, at trec_eval's depth of 1,000 or a whole-list
     metric), the rows go in blocks (:func:`_outputs_by_blocks`): the temporaries are those of one
     block's selection, and the values those of the one selection, summed in another order."""
     first = kernels[0]
     shared: dict[Any, Any] = {}
-    k = _depth(ctx, kernels, batch, shared)
-    if ctx.read_back:
-        blocks = selection_blocks(ctx, batch, k, first.conventions.ties == "random")
+    k = first.depth(ctx, batch, shared) if len(kernels) == 1 else _depth(ctx, kernels, batch, shared)
+    if ctx.read_back and int(batch.scores.shape[0]) * k >= selection_module.SELECT_BLOCKS_FROM:  # else one
+        heavy = batch.valid is not None or len(kernels) > 1  # a masked top-k, several kernels' arrays
+        per_item = SELECTED_BYTES_MORE if heavy else SELECTED_BYTES
+        blocks = selection_blocks(ctx, batch, k, first.conventions.ties == "random", per_item)
         if blocks is not None:
             return _outputs_by_blocks(ctx, kernels, batch, blocks)
     sel = first.selection(ctx, batch, k=k, shared=shared)

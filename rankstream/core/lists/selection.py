@@ -14,7 +14,17 @@ import numpy as np
 from rankstream.core.backends import Array, Context, Ops
 from rankstream.core.inputs import ListBatch
 
-__all__ = ["IDEAL_PREFIX_FROM", "Selection", "join_rows", "positions", "row_slices", "selection_blocks"]
+__all__ = [
+    "IDEAL_PREFIX_FROM",
+    "SELECTED_BYTES",
+    "SELECTED_BYTES_MORE",
+    "SELECT_BLOCKS_FROM",
+    "Selection",
+    "join_rows",
+    "positions",
+    "row_slices",
+    "selection_blocks",
+]
 
 #: ``Selection.ideal(prefix=True)`` cuts the ideal ranking after its last nonzero column from
 #: this many ranked items on (whole lists); below it the host read costs more than it saves
@@ -31,10 +41,14 @@ ROW_BLOCK_MAX = 1 << 18
 #: than a :data:`SELECT_SHARE`-th of the scores' bytes at :data:`SELECTED_BYTES` per ranked item
 #: (measured: 48-52 bytes at K = 1,000-6,000 on 256 x 20,000 float32, the ranking's top-(K + 1)
 #: values and indices, the gathered labels and membership, their float64 casts, the kernels'
-#: (B, K) arrays); each block then holds about a 16th of the scores, well inside the quarter an
-#: update may hold beside its counting passes
+#: (B, K) arrays; about twice that with a mask or several kernels: :data:`SELECTED_BYTES_MORE`);
+#: each block then holds about an 8th of the scores, inside the quarter an update may hold
+#: beside its counting passes' tile. Each block costs the selection's calls once more (about 0.1
+#: ms): an 8th, not a 16th, keeps a 256 x 5,000 MAP@1000 at 1.13x the update in one piece (a
+#: 16th: 1.19x), where the one piece held 2.2x the scores
 SELECTED_BYTES = 64
-SELECT_SHARE = 16
+SELECTED_BYTES_MORE = 128
+SELECT_SHARE = 8
 SELECT_BLOCKS_FROM = 1 << 16
 
 
@@ -184,13 +198,15 @@ def join_rows(ops: Ops, parts: list[Sequence[Array | None]]) -> tuple[Array | No
     )
 
 
-def selection_blocks(ctx: Context, batch: ListBatch, k: int, random_ties: bool) -> list[slice] | None:
+def selection_blocks(
+    ctx: Context, batch: ListBatch, k: int, random_ties: bool, per_item: int = SELECTED_BYTES
+) -> list[slice] | None:
     """The blocks of rows a batch is selected and evaluated in, at depth ``k`` (clipped to the
     list), where values are read back (eager: the batch size is known): None (the batch in one
     piece) under ``ties="random"`` (one random permutation per batch orders its ties) or where
-    the ``B x K`` selection is small (see :data:`SELECTED_BYTES`); else consecutive blocks of
-    rows whose selection holds about a :data:`SELECT_SHARE`-th of the scores' bytes. Reads only
-    shapes and the scores' dtype."""
+    the ``B x K`` selection is small at ``per_item`` bytes per ranked item (see
+    :data:`SELECTED_BYTES`); else consecutive blocks of rows whose selection holds about a
+    :data:`SELECT_SHARE`-th of the scores' bytes. Reads only shapes and the scores' dtype."""
     if random_ties:
         return None
     shape = batch.scores.shape
@@ -199,6 +215,6 @@ def selection_blocks(ctx: Context, batch: ListBatch, k: int, random_ties: bool) 
     if items < SELECT_BLOCKS_FROM:
         return None
     budget = b * n * (int(re.sub(r"\D", "", ctx.ops.dtype_name(batch.scores))) // 8) // SELECT_SHARE
-    if items * SELECTED_BYTES <= budget:
+    if items * per_item <= budget:
         return None
-    return row_slices(b, max(1, budget // (SELECTED_BYTES * min(k, n))))
+    return row_slices(b, max(1, budget // (per_item * min(k, n))))
