@@ -227,6 +227,16 @@ def test_per_item_weights_over_long_lists_in_several_blocks_equal_an_item_by_ite
     assert len(blocks) > 2 and max(blocks) > 1 and min(blocks) == 1  # several lists; the full one alone
 
 
+def _backend(kind):
+    """``(ops, array conversion, accumulation dtype, shapes)`` of a backend test: torch's tiled
+    passes (rows in several tiles, a row longer than one tile), numpy, torch's one-tile path."""
+    ops = numpy_ops() if kind == "numpy" else torch_ops()
+    conv = np.asarray if kind == "numpy" else torch.as_tensor
+    acc = np.float64 if kind == "numpy" else torch.float64
+    shapes = ((6, 900),) if kind == "torch_small" else ((70, 2_000), (2, 140_000))
+    return ops, conv, acc, shapes
+
+
 @pytest.mark.parametrize("kind", ["torch", "numpy", "torch_small"])
 @pytest.mark.parametrize("exp", [True, False])
 @pytest.mark.parametrize("t", [None, 1.0, 0.5])
@@ -235,11 +245,8 @@ def test_gain_top_gives_the_sums_the_largest_label_and_its_count(kind, exp, t):
     several tiles and a row longer than one tile (its tiles' maxima merged): against numpy
     item by item in float64 (``y' = y`` where ``y >= t``, masked items 0; torch sums float32
     labels in float32)."""
-    ops = numpy_ops() if kind == "numpy" else torch_ops()
-    conv = np.asarray if kind == "numpy" else torch.as_tensor
-    acc = np.float64 if kind == "numpy" else torch.float64
+    ops, conv, acc, shapes = _backend(kind)
     rng = np.random.default_rng(12)
-    shapes = ((6, 900),) if kind == "torch_small" else ((70, 2_000), (2, 140_000))
     for b, n in shapes:
         labels = rng.choice([0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 0.5, -1.0], size=(b, n)).astype(np.float32)
         labels[0, -5:] = 7.0  # a row whose largest label sits in its last tile only
@@ -346,11 +353,8 @@ def test_count_and_max_gives_the_count_and_every_rows_largest_label(kind, strict
     """``Ops.count_and_max``: the count of valid items at or above ``t`` (above with
     ``strict``) and each row's largest label over ALL items (masked ones too, NaN propagated),
     rows in several tiles and a row longer than a tile (its maxima merged): against numpy."""
-    ops = numpy_ops() if kind == "numpy" else torch_ops()
-    conv = np.asarray if kind == "numpy" else torch.as_tensor
-    acc = np.float64 if kind == "numpy" else torch.float64
+    ops, conv, acc, shapes = _backend(kind)
     rng = np.random.default_rng(31)
-    shapes = ((6, 900),) if kind == "torch_small" else ((70, 2_000), (2, 140_000))
     for b, n in shapes:
         y = rng.choice([0.0, 0.0, 1.0, 2.0, -1.0], size=(b, n)).astype(np.float32)
         y[0, -3:] = 9.0  # a row whose largest label sits in its last tile only
