@@ -107,6 +107,7 @@ LIST_METRICS = {
     "Recall@1000": lambda: ri.Recall(top_k=[1000]),
     "NDCG@5000": lambda: ri.NDCG(top_k=[5000]),
     "ListMetrics@1000": lambda: ri.ListMetrics(["r_precision", "map@1000", "ndcg@10"]),
+    "MAP@1000 random ties": lambda: ri.MAP(top_k=[1000], ties="random", seed=0),
 }
 
 

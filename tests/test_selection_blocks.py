@@ -159,14 +159,21 @@ def test_keras_rs_weighting_with_per_item_weights_in_blocks(chance, rows):
         sums_equal(got, state_of(kernel, parts))
 
 
-def test_random_ties_take_one_selection_per_batch():
-    """The tie order comes from one random permutation per batch: no blocks, the same draws."""
-    kernel = ListMetrics(["ndcg@3", "map@5"], ties="random", seed=3)
-    parts = [case(7), case(8)]
-    with forced_blocks(1) as seen:
+@pytest.mark.parametrize("rows", [1, 2, 3])
+def test_random_ties_in_blocks_take_the_batchs_one_permutation(rows):
+    """The tie order comes from one random column permutation per batch, drawn where the
+    batch shows a tie: the blocks share the one their first tie drew, so the sums equal the
+    batch in one piece seed for seed (and a batch without ties draws nothing in either)."""
+    kernel = ListMetrics(["ndcg@3", "map@5", "mrr@2"], ties="random", seed=3)
+    untied = case(9)
+    untied = (untied[0] + np.arange(untied[0].shape[1]) * 1e-3, *untied[1:])  # no ties
+    parts = [case(7), untied, case(8)]
+    with forced_blocks(rows) as seen:
         got = state_of(kernel, parts)
-    assert seen == [1, 1]
+    assert max(seen) > 1
     sums_equal(got, state_of(kernel, parts))
+    other = state_of(ListMetrics(["ndcg@3", "map@5", "mrr@2"], ties="random", seed=4), parts)
+    assert any(not np.allclose(np.asarray(got.sums[f]), np.asarray(other.sums[f])) for f in got.sums)  # drawn
 
 
 def test_a_collection_in_an_engine_in_blocks_is_the_naive_reference():
@@ -212,19 +219,18 @@ def shaped(b: int, n: int, dtype=np.float32) -> ListBatch:
 )
 def test_small_selections_take_one_block(b, n, k):
     ctx = make_kernel("map@1").context(np.zeros((1, 1)))
-    assert selection.selection_blocks(ctx, shaped(b, n), k, False) is None
+    assert selection.selection_blocks(ctx, shaped(b, n), k) is None
 
 
 @pytest.mark.parametrize(("b", "n", "k"), [(256, 20_000, 1000), (256, 20_000, 5000), (1024, 20_000, 1000)])
 def test_a_deep_selection_holds_an_eighth_of_the_scores_per_block(b, n, k):
     batch = shaped(b, n)
     ctx = make_kernel("map@1").context(np.zeros((1, 1)))
-    blocks = selection.selection_blocks(ctx, batch, k, False)
+    blocks = selection.selection_blocks(ctx, batch, k)
     assert len(blocks) > 1 and blocks[0].start == 0 and blocks[-1].stop == b
     assert all(x.stop == y.start for x, y in itertools.pairwise(blocks))
     most = max(x.stop - x.start for x in blocks)
     assert most * k * selection.SELECTED_BYTES <= b * n * 4 / selection.SELECT_SHARE
-    assert selection.selection_blocks(ctx, batch, k, True) is None  # random ties
 
 
 def test_a_traced_batch_is_never_cut(monkeypatch):

@@ -94,7 +94,7 @@ def top_ranked(
         return _top_any_order(ctx, scores, k, valid, also)
     if ctx.read_back:
         idx, has_nan, also_ok = _top_read_back(
-            ops, scores, k, valid, ties, ctx.generator, also, labels, ctx.workspace
+            ops, scores, k, valid, ties, ctx.generator, also, labels, ctx.workspace, ctx.perm
         )
         return Ranked(indices=idx, has_nan=has_nan, nan_rows=None, also_ok=also_ok)
     n = scores.shape[-1]
@@ -122,6 +122,7 @@ def _top_read_back(
     also: Array | None,
     labels: Array | None = None,
     ws: Workspace | None = None,
+    held: list[Any] | None = None,
 ) -> tuple[Array, bool, bool]:
     """CPU / eager: ``topk`` at ``k + 1``, then re-rank only the rows showing a tie (two
     equal values among the ``k + 1`` selected): a full stable sort of those rows, after a
@@ -161,7 +162,12 @@ def _top_read_back(
     perm = None
     if any_tie and not has_nan:
         # drawn whenever a score tie is seen, so the random stream does not depend on labels
-        perm = ops.randperm(n, scores, generator) if ties == "random" else None
+        if ties == "random" and held is not None and held[0] is not None:
+            perm = held[0]  # a later block of the batch: the permutation its first tie drew
+        elif ties == "random":
+            perm = ops.randperm(n, scores, generator)
+            if held is not None:
+                held[0] = perm
     if in_place and any_tie and any_rerank and not has_nan:
         # random: the order of a stable sort after the column permutation perm, i.e. tied
         # items by their place in it (perm's inverse: an argsort of n values)

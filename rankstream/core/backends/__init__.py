@@ -179,6 +179,10 @@ class Context:
     read_back: bool = True
     generator: Any = None
     workspace: Workspace = field(default_factory=Workspace)
+    #: ``ties="random"`` over blocks of rows of one batch: a one-item list holding the batch's
+    #: column permutation once the first block with a tie drew it (the later blocks take it),
+    #: so the blocks order ties as the batch in one piece would; None: each selection draws
+    perm: list[Any] | None = None
 
     @classmethod
     def of(
@@ -208,7 +212,7 @@ class Context:
         if ops is self.ops:
             return self, arrays
         held = tuple(None if a is None else ops.asarray(a) for a in arrays)
-        return Context(ops, True, self.generator, self.workspace), held
+        return Context(ops, True, self.generator, self.workspace, self.perm), held
 
 
 _READ_BACK: contextvars.ContextVar[bool] = contextvars.ContextVar("rankstream_read_back", default=True)

@@ -38,7 +38,7 @@ past the end of a list is clipped to the list.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import Any
 
@@ -706,7 +706,7 @@ def select_outputs(ctx: Context, kernels: list[ListKernel], batch: ListBatch) ->
     if ctx.read_back and int(batch.scores.shape[0]) * k >= selection_module.SELECT_BLOCKS_FROM:  # else one
         heavy = batch.valid is not None or len(kernels) > 1  # a masked top-k, several kernels' arrays
         per_item = SELECTED_BYTES_MORE if heavy else SELECTED_BYTES
-        blocks = selection_blocks(ctx, batch, k, first.conventions.ties == "random", per_item)
+        blocks = selection_blocks(ctx, batch, k, per_item)
         if blocks is not None:
             return _outputs_by_blocks(ctx, kernels, batch, blocks)
     sel = first.selection(ctx, batch, k=k, shared=shared)
@@ -723,6 +723,8 @@ def _outputs_by_blocks(
     (``(B, ...)`` arrays), and the part read over the batch's lists (:meth:`ListKernel.weighed`:
     keras-rs's list weights) follows."""
     first, ops = kernels[0], ctx.ops
+    if first.conventions.ties == "random":  # one column permutation for the batch's blocks
+        ctx = replace(ctx, perm=[None])
     outs: list[ListOutput] = []
     for rows in blocks:
         block, shared = batch.rows(rows), {}

@@ -199,16 +199,13 @@ def join_rows(ops: Ops, parts: list[Sequence[Array | None]]) -> tuple[Array | No
 
 
 def selection_blocks(
-    ctx: Context, batch: ListBatch, k: int, random_ties: bool, per_item: int = SELECTED_BYTES
+    ctx: Context, batch: ListBatch, k: int, per_item: int = SELECTED_BYTES
 ) -> list[slice] | None:
     """The blocks of rows a batch is selected and evaluated in, at depth ``k`` (clipped to the
     list), where values are read back (eager: the batch size is known): None (the batch in one
-    piece) under ``ties="random"`` (one random permutation per batch orders its ties) or where
-    the ``B x K`` selection is small at ``per_item`` bytes per ranked item (see
+    piece) where the ``B x K`` selection is small at ``per_item`` bytes per ranked item (see
     :data:`SELECTED_BYTES`); else consecutive blocks of rows whose selection holds about a
     :data:`SELECT_SHARE`-th of the scores' bytes. Reads only shapes and the scores' dtype."""
-    if random_ties:
-        return None
     shape = batch.scores.shape
     b, n = int(shape[0]), int(shape[1])
     items = b * min(k, n)
