@@ -11,6 +11,7 @@ input in scratch memory whatever the batch size. On accelerators the plain ops a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,6 +46,11 @@ class _TorchMath:
 #: below this many elements the plain ops win on CPU (fewer calls; no buffer pass to save)
 _SMALL = 1 << 16
 
+#: below this many elements the counting passes take the plain ops: a comparison into a bool
+#: tensor and its sum cost 1.3x a comparison into a float workspace tile and its sum at 32 x 100
+#: and 5x at 10 x 5,000 (one thread; a block of rows of a deep selection), so only tiny inputs
+_SMALL_COUNT = 1 << 12
+
 
 def _count_dtype(n: int) -> Any:
     # 0/1 values summed in float32 are exact while a row total stays below 2^24.
@@ -62,6 +68,12 @@ _TILE = 1 << 21
 #: and on smaller tiles that overhead shows (measured: a rank update at 256 x 5,000 with a few
 #: positives per row made some 1,500 calls in tiles of a sixteenth, 1.8x its time in one pass)
 _MIN_TILE = 1 << 18
+#: the fewest values of a tile of a list metric's counts of relevant items and masked row sums
+#: (128 KiB of float32): an eighth of the batch from 2^20 scores on, where the quarter of the
+#: scores a list metric's update may hold would not leave room for a tile of :data:`_MIN_TILE`
+#: beside its selection (the rank metrics' passes, bound by half the scores, keep that floor:
+#: their updates make more calls per tile)
+_COUNT_TILE = 1 << 15
 #: the fewest values of a tile of the tie pass (``tie_sums``): where every item of a tile ties,
 #: its tied items' indices take 16 bytes each
 _TIE_TILE = 1 << 16
@@ -76,12 +88,14 @@ _TILED_TOPK = 1 << 20
 _TOPK_SHARE = 32
 
 
+@functools.lru_cache(maxsize=256)
 def _tiles(
     b: int, n: int, share: int = 8, smallest: int = _MIN_TILE, budget: int | None = None
 ) -> list[tuple[slice, slice]]:
     """``(rows, columns)`` slices covering a ``(b, n)`` array in row-major tiles of at most
     ``min(_TILE, b * n / share)`` values (at least ``smallest``), or of ``budget`` values where
-    given: whole rows where a row fits, else runs of one row's columns."""
+    given: whole rows where a row fits, else runs of one row's columns. Kept per shape (an
+    update asks for the same tiles in each of its passes; callers only read the list)."""
     if budget is None:
         budget = max(min(_TILE, (b * n) // share), smallest)
     if n <= budget:
@@ -113,12 +127,17 @@ def _times_mask(buf: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
 
 
 def _tile_buffers(
-    ws: Workspace, b: int, n: int, dtype: Any, share: int = 8, budget: int | None = None
-) -> Iterator[tuple[slice, slice, torch.Tensor]]:
+    ws: Workspace, b: int, n: int, dtype: Any, share: int = 8, budget: int | None = None,
+    smallest: int = _MIN_TILE,
+) -> Iterator[tuple[slice, slice, torch.Tensor]]:  # fmt: skip
     """For each tile of :func:`_tiles`: its row and column slices and a workspace buffer of its
     shape in ``dtype`` (for 0/1 values, summed per row)."""
-    for r, c in _tiles(b, n, share, budget=budget):
-        yield r, c, _buffer(ws, "count", (r.stop - r.start, c.stop - c.start), dtype)
+    tiles = _tiles(b, n, share, smallest, budget)
+    first = (tiles[0][0].stop - tiles[0][0].start) * (tiles[0][1].stop - tiles[0][1].start)
+    flat = _buffer(ws, "count", (first,), dtype)  # the first tile is the largest: views of one buffer
+    for r, c in tiles:
+        h, w = r.stop - r.start, c.stop - c.start
+        yield r, c, flat[: h * w].view(h, w)
 
 
 def _buffer(ws: Workspace, role: str, shape: tuple[int, ...], dtype: Any) -> torch.Tensor:
@@ -396,7 +415,7 @@ class TorchOps(Ops):
             return torch.where(valid, x, zero).sum(dim=1)
         b, n = int(x.shape[0]), int(x.shape[1])
         out = torch.zeros(b, dtype=x.dtype)
-        for r, c in _tiles(b, n):
+        for r, c in _tiles(b, n, smallest=_COUNT_TILE):
             buf = _buffer(ws, "count", (r.stop - r.start, c.stop - c.start), x.dtype)
             torch.where(valid[r, c], x[r, c], zero, out=buf)
             out[r] += buf.sum(dim=1)
@@ -452,12 +471,13 @@ class TorchOps(Ops):
     def count_equal(self, labels: Array, t: float, valid: Any, dtype: Any, ws: Any = None) -> Array:
         """Per row, the number of valid items with ``label == t`` (NaN is never equal), as
         :meth:`count_relevant` counts."""
-        return self._count_compared(labels, torch.eq, t, valid, dtype, ws)
+        return self._count_compared(labels, torch.eq, t, valid, dtype, ws, smallest=_MIN_TILE)
 
     def _count_compared(
-        self, labels: Array, cmp: Any, t: float, valid: Any, dtype: Any, ws: Any, with_max: bool = False
-    ) -> Any:
-        if labels.device.type != "cpu" or ws is None or labels.numel() < _SMALL:
+        self, labels: Array, cmp: Any, t: float, valid: Any, dtype: Any, ws: Any, with_max: bool = False,
+        smallest: int = _COUNT_TILE,
+    ) -> Any:  # fmt: skip
+        if labels.device.type != "cpu" or ws is None or labels.numel() < _SMALL_COUNT:
             rel = cmp(labels, t)
             if valid is not None:
                 rel = rel & valid
@@ -466,7 +486,7 @@ class TorchOps(Ops):
         b, n = labels.shape
         cd = _count_dtype(int(n))
         budget = _GAIN_TILE if with_max else None
-        if len(_tiles(b, n, budget=budget)) == 1:  # one tile holds the batch: no per-tile accumulation
+        if len(_tiles(b, n, smallest=smallest, budget=budget)) == 1:  # one tile holds the batch
             buf = cmp(labels, t, out=_buffer(ws, "count", (b, n), cd))
             if valid is not None:  # 0/1 times the mask: exact
                 _times_mask(buf, valid)
@@ -475,13 +495,20 @@ class TorchOps(Ops):
         out = torch.zeros(b, dtype=cd)
         # each row's first label to start from (any dtype; the row's maximum includes it)
         most = labels[:, 0].clone() if with_max else None
-        for r, c, buf in _tile_buffers(ws, b, n, cd, budget=budget):
+        for r, c, buf in _tile_buffers(ws, b, n, cd, budget=budget, smallest=smallest):
             y = labels[r, c]
             cmp(y, t, out=buf)
             if valid is not None:  # 0/1 times the mask: exact
                 _times_mask(buf, valid[r, c])
+            if c.stop - c.start == n:  # whole rows: their results written in place (no
+                # temporaries: with the maxima at 1,024 x 20,000, 0.7x the time of adding each
+                # tile's); the tile's labels are still in cache for the maxima, NaN propagates
+                torch.sum(buf, dim=1, out=out[r])
+                if most is not None:
+                    torch.amax(y, dim=1, out=most[r])
+                continue
             out[r] += buf.sum(dim=1)
-            if most is not None:  # the tile's labels are still in cache; NaN propagates
+            if most is not None:
                 torch.maximum(most[r], y.amax(dim=1), out=most[r])
         return (out.to(dtype), most) if with_max else out.to(dtype)
 
@@ -516,7 +543,7 @@ class TorchOps(Ops):
         tile: the rows (gathered when ``rows`` is given) with ``-inf`` on the excluded
         candidates, then their NaN test and each comparison as 0/1 floats summed per row: the
         scratch is two tiles, never a copy of the scores."""
-        if not _cpu(scores) or ws is None or scores.numel() < _SMALL:  # small: the plain ops (fewer calls)
+        if not _cpu(scores) or ws is None or scores.numel() < _SMALL_COUNT:  # tiny: the plain ops
             if rows is not None:
                 scores = torch.index_select(scores, 0, rows)
                 keep = None if keep is None else torch.index_select(keep, 0, rows)
