@@ -19,7 +19,7 @@ from ignite.engine import Engine
 import rankstream.core.lists.base as base
 import rankstream.core.lists.selection as selection
 from rankstream import PairedComparison, State
-from rankstream.core.backends import read_back
+from rankstream.core.backends import host_batches_enabled, read_back
 from rankstream.core.inputs import ListBatch
 from rankstream.core.lists.collection import ListMetrics, make_kernel
 from rankstream.ignite import ListMetrics as IgniteListMetrics
@@ -189,6 +189,53 @@ def test_a_collection_in_an_engine_in_blocks_is_the_naive_reference():
         fn, kw = REFERENCES[name]
         k = None if "@" not in name else int(name.split("@")[1])
         want = ref.mean_over_lists(fn, scores, labels, k, masks=masks, weights=weights, **kw)
+        assert got[name] == pytest.approx(want, rel=1e-12), name
+
+
+@pytest.mark.parametrize("ties", ["first", "expected", "random"])
+def test_blocks_of_a_larger_batch_on_the_host_ops_through_an_engine(ties):
+    """A torch batch over the host ops' size (64 x 2,100 = 134,400 scores) is selected on torch
+    ops, its blocks of 3 rows (at most a 16th of the rows) on the host ops (numpy views), whose
+    outputs come back as torch tensors: the reference values (tied scores, graded labels, a
+    mask, list weights), the same sums as the blocks on torch ops and, under random ties, as the
+    batch in one piece seed for seed; for ``ties="first"`` the naive reference."""
+    names = ["ndcg@3", "map@3", "recall@3", "mrr@3", "r_precision", "dcg@3"]
+    s, y, m, w = case(21, b=64, n=2100)
+    batch = tuple(torch.from_numpy(x) for x in (s, y, m, w))
+    exported = []
+    real = base._exported_output
+
+    def spied(ops, out):
+        exported.append(type(ops).__name__)
+        return real(ops, out)
+
+    def run(blocks: bool, host: bool) -> dict:
+        engine = Engine(lambda e, b: (b[0], b[1], {"mask": b[2], "sample_weight": b[3]}))
+        IgniteListMetrics(names, ties=ties, seed=5).attach(engine, "lists")
+        with contextlib.ExitStack() as stack:
+            if blocks:
+                stack.enter_context(forced_blocks(3))
+            if not host:
+                stack.enter_context(pytest.MonkeyPatch.context()).setattr(
+                    base.Context, "on_host", lambda self, *a: (self, a)
+                )
+            return engine.run([batch]).metrics["lists"]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(base, "_exported_output", spied)
+        got = run(True, True)
+    # (the module's "torch" path turns the host ops off: the blocks stay on torch there)
+    assert set(exported) == ({"TorchHostOps"} if host_batches_enabled() else set())
+    on_torch, whole = run(True, False), run(False, True)
+    for name in names:
+        assert got[name] == pytest.approx(on_torch[name], rel=1e-12, abs=1e-15), name
+        assert got[name] == pytest.approx(whole[name], rel=1e-12, abs=1e-15), name
+    if ties != "first":  # the reference breaks ties by index (the other policies: the one piece)
+        return
+    for name in names:
+        fn, kw = REFERENCES[name]
+        k = None if "@" not in name else int(name.split("@")[1])
+        want = ref.mean_over_lists(fn, s, y, k, masks=m, weights=w, **kw)
         assert got[name] == pytest.approx(want, rel=1e-12), name
 
 

@@ -35,7 +35,6 @@ from rankstream.core.query_stream import Kept, QueryStream
 from rankstream.core.state import (
     Kernel,
     flat_size,
-    join_flat,
     pack_state,
     result,
     split_flat,
@@ -335,7 +334,10 @@ class KernelMetric(Metric):
     def _batch(self, output: Any) -> tuple[torch.Tensor, Kept | None]:
         """``(the flat sums of one update input, the query stream's next content or None)``:
         nothing changes here (see :meth:`update`)."""
-        if self._side_output(output):
+        plain = type(output) is tuple and (  # (y_pred, y[, options]): no sides, no query ids
+            len(output) == 2 or (len(output) == 3 and type(output[2]) is dict and "indexes" not in output[2])
+        )
+        if not plain and self._side_output(output):
             batches = self._kernel.side_batches(output)
             batches = {
                 side: {
@@ -346,9 +348,9 @@ class KernelMetric(Metric):
             }
             first = next(iter(batches.values()))["y_pred"]
             ctx = self._runtime.context(first, torch_ops())
-            sums = self._kernel.batch_sums(ctx, batches)
-            return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype()), None
-        output, indexes = _query_ids(output)
+            flat = self._kernel.batch_sums(ctx, batches, flat=self._fields)
+            return flat.to(device=self._device, dtype=self._dtype()), None
+        output, indexes = (output, None) if plain else _query_ids(output)
         y_pred, y, mask, weight = (
             _to_tensor(v, k) for k, v in zip(_OUTPUT_KEYS, unpack_output(output), strict=True)
         )
@@ -373,8 +375,8 @@ class KernelMetric(Metric):
 
     def _lists_flat(self, y_pred: Any, y: Any, mask: Any, weight: Any) -> torch.Tensor:
         ctx = self._runtime.context(y_pred, torch_ops())
-        sums = self._kernel.batch_sums(ctx, y_pred, y, mask, weight)
-        return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype())
+        flat = self._kernel.batch_sums(ctx, y_pred, y, mask, weight, flat=self._fields)
+        return flat.to(device=self._device, dtype=self._dtype())
 
     def iteration_completed(self, engine: Any) -> None:
         """Read the engine's output: a mapping keeps its ``mask`` and ``sample_weight``

@@ -21,7 +21,6 @@ from rankstream.adapters.ignite_metrics import _CPU, _OUTPUT_KEYS, KernelMetric,
 from rankstream.core.backends import torch_ops
 from rankstream.core.inputs import unpack_output
 from rankstream.core.lists.paired import PairedComparison as PairedKernel
-from rankstream.core.state import join_flat
 from rankstream.core.uncertainty import DEFAULT_LEVEL
 
 __all__ = ["PairedComparison"]
@@ -77,8 +76,8 @@ class PairedComparison(KernelMetric):
             y_pred = like = _to_tensor(y_pred, "y_pred")
         y, mask, weight = (_to_tensor(v, k) for k, v in zip(_OUTPUT_KEYS[1:], rest, strict=True))
         ctx = self._runtime.context(like, torch_ops())
-        sums = self._kernel.batch_sums(ctx, y_pred, y, mask, weight)
-        return join_flat(ctx.ops, sums, self._fields).to(device=self._device, dtype=self._dtype()), None
+        flat = self._kernel.batch_sums(ctx, y_pred, y, mask, weight, flat=self._fields)
+        return flat.to(device=self._device, dtype=self._dtype()), None
 
 
 PairedComparison.__doc__ = docstring(

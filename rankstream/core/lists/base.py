@@ -72,7 +72,7 @@ from rankstream.core.lists.selection import (
     positions,
     selection_blocks,
 )
-from rankstream.core.state import check_sums
+from rankstream.core.state import check_sums, join_flat
 from rankstream.core.topk import top_ranked
 from rankstream.core.uncertainty import (
     check_level,
@@ -124,6 +124,17 @@ def joined_outputs(ops: Ops, parts: list[ListOutput]) -> ListOutput:
     names = [f.name for f in fields(parts[0])]
     joined = join_rows(ops, [[getattr(p, name) for name in names] for p in parts])
     return type(parts[0])(**dict(zip(names, joined, strict=True)))
+
+
+def _exported_output(ops: Ops, out: ListOutput) -> ListOutput:
+    """A per-list output computed on the host ops with its arrays as the caller's."""
+    arrays = {f.name: getattr(out, f.name) for f in fields(out)}
+    return replace(out, **{name: ops.export(v) for name, v in arrays.items() if v is not None})
+
+
+def _batch_arrays(batch: ListBatch) -> tuple[Any, ...]:
+    """The arrays of a batch, in :class:`ListBatch`'s order after its ops."""
+    return batch.scores, batch.labels, batch.valid, batch.weights, batch.item_weights
 
 
 def divided(ops: Ops, num: Array, den: Array) -> Array:
@@ -186,8 +197,12 @@ def quiet() -> Any:
     return np.errstate(all="ignore")
 
 
-def exported(ops: Ops, sums: Mapping[str, Array]) -> dict[str, Array]:
-    """The sums as the caller's arrays (``ops.export``: torch tensors from the host ops)."""
+def exported(ops: Ops, sums: Mapping[str, Array], flat: Mapping[str, tuple[int, ...]] | None = None) -> Any:
+    """The sums as the caller's arrays (``ops.export``: torch tensors from the host ops); with
+    ``flat`` (the fields' shapes, in order), the fields joined into one 1-D array first
+    (:func:`~rankstream.core.state.join_flat`): one export, where each field's costs a call."""
+    if flat is not None:
+        return ops.export(join_flat(ops, sums, flat))
     return {name: ops.export(value) for name, value in sums.items()}
 
 
@@ -557,7 +572,12 @@ class ListKernel:
     def reduce(self, ops: Ops, out: ListOutput) -> dict[str, Array]:
         """The state fields' sums of one batch's per-list output (:func:`list_sums` of
         :meth:`list_fields`)."""
-        return list_sums(ops, out, self.list_fields())
+        return list_sums(ops, out, self._list_fields)
+
+    @cached_property
+    def _list_fields(self) -> dict[str, ListField]:
+        """:meth:`list_fields`, made once (the settings it reads are fixed at construction)."""
+        return self.list_fields()
 
     def list_weights(self, ops: Ops, out: ListOutput) -> Array:
         """Per-list weights ``(B,)`` collapsed from the item weights as keras-rs's
@@ -587,14 +607,16 @@ class ListKernel:
         return ops.where(w_pos, ops.where(rel_pos, plw, avg), 0.0)
 
     def batch_sums(
-        self, ctx: Context | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
-    ) -> dict[str, Array]:
-        """The state fields' sums of one batch (on the input's device)."""
+        self, ctx: Context | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None,
+        flat: Mapping[str, tuple[int, ...]] | None = None,
+    ) -> Any:  # fmt: skip
+        """The state fields' sums of one batch (on the input's device); with ``flat`` (the
+        fields' shapes, in order) joined into one 1-D array (:func:`exported`)."""
         ctx = ctx or self.context(y_pred, get_ops(y_pred, y, mask, sample_weight))
         ctx, (y_pred, y, mask, sample_weight) = ctx.on_host(y_pred, y, mask, sample_weight)
         with quiet():
             sums = self.reduce(ctx.ops, self.evaluate(ctx, y_pred, y, mask, sample_weight))
-        return exported(ctx.ops, sums)
+        return exported(ctx.ops, sums, flat)
 
     def per_list(
         self, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None, ctx: Context | None = None
@@ -725,15 +747,27 @@ def _outputs_by_blocks(
     first, ops = kernels[0], ctx.ops
     if first.conventions.ties == "random":  # one column permutation for the batch's blocks
         ctx = replace(ctx, perm=[None])
+    # blocks small enough for the host ops (numpy views) take them, as a small batch does: a
+    # call there costs a few microseconds less, and a block makes about a hundred; only blocks
+    # of a 16th of the rows at most, whose numpy temporaries (a few of the block's size) stay
+    # far inside the quarter of the scores an update may hold
+    on = ctx
+    if 16 * (blocks[0].stop - blocks[0].start) <= int(batch.scores.shape[0]):
+        on, _ = ctx.on_host(*_batch_arrays(batch.rows(blocks[0])))
     outs: list[ListOutput] = []
     for rows in blocks:
         block, shared = batch.rows(rows), {}
-        sel = first.selection(ctx, block, k=_depth(ctx, kernels, block, shared), shared=shared)
+        if on is not ctx:
+            held = (None if a is None else on.ops.asarray(a) for a in _batch_arrays(block))
+            block = ListBatch(on.ops, *held)
+        sel = first.selection(on, block, k=_depth(on, kernels, block, shared), shared=shared)
         invalid = checked_values(sel, first.conventions.negative_labels)
         part = [kernel.list_outputs(sel, invalid) for kernel in kernels]
         del sel
         # joined block by block: a block's outputs may be views of its (rows, K) arrays (a
         # column of the ideal gains), which the copy of a join lets go before the next block
-        outs = [joined_outputs(ops, [o, p]) for o, p in zip(outs, part, strict=True)] if outs else part
+        outs = [joined_outputs(on.ops, [o, p]) for o, p in zip(outs, part, strict=True)] if outs else part
+    if on is not ctx:  # the joined outputs back as the batch's arrays
+        outs = [_exported_output(on.ops, out) for out in outs]
     item_weighted = batch.item_weights is not None
     return [kernel.weighed(ops, out, item_weighted) for kernel, out in zip(kernels, outs, strict=True)]

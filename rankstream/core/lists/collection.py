@@ -197,9 +197,11 @@ class ListMetrics:
         return self.runtime().context(like, ops)
 
     def batch_sums(
-        self, ctx: Context | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
-    ) -> dict[str, Array]:
-        """Every metric's sums from one validation and one selection of the batch."""
+        self, ctx: Context | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None,
+        flat: Mapping[str, tuple[int, ...]] | None = None,
+    ) -> Any:  # fmt: skip
+        """Every metric's sums from one validation and one selection of the batch; with
+        ``flat`` (the fields' shapes, in order) joined into one 1-D array."""
         ctx = ctx or self.context(y_pred, get_ops(y_pred, y, mask, sample_weight))
         ctx, (y_pred, y, mask, sample_weight) = ctx.on_host(y_pred, y, mask, sample_weight)
         first = next(iter(self._members.values()))
@@ -210,7 +212,7 @@ class ListMetrics:
             for (name, kernel), per_list in zip(self._members.items(), outs, strict=True):
                 sums = kernel.reduce(ctx.ops, per_list)
                 out.update({f"{self._keys[name]}__{field}": value for field, value in sums.items()})
-        return exported(ctx.ops, out)
+        return exported(ctx.ops, out, flat)
 
     def _part(self, sums: Mapping[str, Any], name: str) -> dict[str, Any]:
         return {field: sums[f"{self._keys[name]}__{field}"] for field in self._members[name].fields}

@@ -220,15 +220,14 @@ class NDCGKernel(ListKernel):
 
     def _stacked(self, sel: Selection) -> ListOutput:
         """The named-gain case without a mask or item weights (eager: the batch size is known):
-        the ranking's gains and the ideal ones stacked into one ``(2B, K)`` array, so the
+        the ranking's labels and the ideal ones stacked into one ``(2B, K)`` array, so the
         gains and the product with the truncated discounts are one call each."""
         ops = sel.ops
         b = int(sel.labels.shape[0])
         ideal, _ = sel.ideal()
-        ideal_gains = self._gains(sel, ideal)
-        gains = ops.concat([self._gains(sel, sel.labels), ideal_gains], axis=0)
+        gains = self._gains(sel, ops.concat([sel.labels, ideal], axis=0))
         cut = ops.matmul(gains, self.discount_cuts(sel))
         top, t = ideal[:, 0], self.conventions.relevance_threshold
         relevant = top > 0 if t is None else top >= t
         ndcg = self.divide(sel, cut[:b], cut[b:])
-        return ListOutput(ndcg, relevant, ideal_gains[:, 0])
+        return ListOutput(ndcg, relevant, gains[b:, 0])

@@ -263,9 +263,11 @@ class PairedComparison:
         return values, counted, outs[0].weights, invalid
 
     def batch_sums(
-        self, ctx: Context | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None
-    ) -> dict[str, Array]:
-        """Every name's sums of one batch (see the module docstring)."""
+        self, ctx: Context | None, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None,
+        flat: Mapping[str, tuple[int, ...]] | None = None,
+    ) -> Any:  # fmt: skip
+        """Every name's sums of one batch (see the module docstring); with ``flat`` (the
+        fields' shapes, in order) joined into one 1-D array."""
         with quiet():
             ctx, outs = self.outputs(ctx, y_pred, y, mask, sample_weight)
             ops = ctx.ops
@@ -293,7 +295,7 @@ class PairedComparison:
                 out[f"{key}__invalid"] = (
                     weight_sum * 0.0 if invalid is None else ops.sum(ops.cast(invalid, wc.dtype))
                 )
-        return exported(ops, out)
+        return exported(ops, out, flat)
 
     def per_list(
         self, y_pred: Any, y: Any, mask: Any = None, sample_weight: Any = None, ctx: Context | None = None

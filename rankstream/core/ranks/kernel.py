@@ -110,6 +110,7 @@ from rankstream.core.ranks.sides import BOTH, check_sides, side_batches, side_in
 from rankstream.core.ranks.streamed_forms import gmr_moments_xp as _gmr_moments  # noqa: F401 (the one GMR reducer)
 from rankstream.core.ranks.tasks import RankTasks, task_ranks
 from rankstream.core.ranks.term_table import TABLE_MAX, TermTable
+from rankstream.core.state import join_flat
 from rankstream.core.uncertainty import check_level
 
 # RANK_TYPES (PyKEEN's order), METRICS (the families), OUTPUTS and EPSILON come from the
@@ -360,18 +361,21 @@ class RankKernel(RankReport):
         return self.runtime().context(like, ops)
 
     def batch_sums(
-        self, ctx: Context | None, y_pred: Any, y: Any = None, mask: Any = None, sample_weight: Any = None
-    ) -> dict[str, Array]:
+        self, ctx: Context | None, y_pred: Any, y: Any = None, mask: Any = None, sample_weight: Any = None,
+        flat: Mapping[str, tuple[int, ...]] | None = None,
+    ) -> Any:  # fmt: skip
         """The state fields' sums of one batch (on the input's device). With named
         :attr:`sides`, ``y_pred`` may be a mapping ``{side: batch}`` (each batch a tuple
         ``(y_pred, y[, {"mask": m, "sample_weight": w}])`` or a mapping with those keys, as
         :func:`~rankstream.core.inputs.unpack_output` reads; ``y``, ``mask`` and
-        ``sample_weight`` are then not given); sides missing from it add nothing."""
+        ``sample_weight`` are then not given); sides missing from it add nothing. With ``flat``
+        (the fields' shapes, in order) joined into one 1-D array."""
         batches = side_inputs(self.sides, y_pred, y, mask, sample_weight)
         first = next(iter(batches.values()))[0]
         ctx = ctx or self.context(first, get_ops(*(v for b in batches.values() for v in b)))
         sums = {side: self._side_sums(ctx, *batch) for side, batch in batches.items()}
-        return self._laid_out(ctx, sums)
+        laid = self._laid_out(ctx, sums)
+        return laid if flat is None else join_flat(ctx.ops, laid, flat)
 
     def side_batches(self, output: Mapping[str, Any]) -> dict[str, tuple[Any, Any, Any, Any]]:
         """``{side: (y_pred, y, mask, sample_weight)}`` of a mapping of sides (validated names;
