@@ -33,6 +33,8 @@ from pykeen_reference import naive_tasks, pykeen_reference
 B, N = 256, 20_000
 MIB = 1 << 20
 LIST_SHARE, RANK_SHARE = 0.25, 0.5
+#: lists of 1,024-8,191 items whose every row ties inside its top k (the README's bound)
+NARROW_TIED_SHARE = 0.4
 
 
 @pytest.fixture(scope="module")
@@ -146,21 +148,45 @@ def test_a_collection_with_r_precision_holds_at_most_a_quarter_of_the_scores(bat
     assert got <= LIST_SHARE * scores_bytes(batch), f"{got / scores_bytes(batch):.3f}x the scores"
 
 
+NARROW = {
+    "MAP": lambda: ri.MAP(top_k=[1, 5, 10, 20]),
+    "Recall": lambda: ri.Recall(top_k=[5, 20]),
+    "NDCG": lambda: ri.NDCG(top_k=[1, 5, 10, 20]),
+    "MeanReciprocalRank": lambda: ri.MeanReciprocalRank(top_k=[20]),
+    "RPrecision": lambda: ri.RPrecision(),
+    "ERR": lambda: ri.ERR(top_k=[20]),
+    "ListMetrics": lambda: ri.ListMetrics(["ndcg@10", "map@5", "recall@20", "mrr@10", "precision@5"]),
+    "MAP@100": lambda: ri.MAP(top_k=[100]),
+    "ListMetrics@100": lambda: ri.ListMetrics(["ndcg@100", "map@100", "recall@100", "mrr@100"]),
+    "NDCG@1000": lambda: ri.NDCG(top_k=[1000]),
+}
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["distinct", "tied"])
 @pytest.mark.parametrize("masked", [False, True])
-@pytest.mark.parametrize("name", ["MAP", "Recall", "ListMetrics", "NDCG@1000"])
-def test_the_smallest_batch_the_bound_is_promised_for_holds_it(name, masked):
-    """256 x 8,192 float32 (2^21 scores, lists of 8,192 items: where the README's promise
-    starts), 5% of the labels relevant, a ragged mask: the counting passes' tiles are an eighth
-    of the batch there (they were 2^18 values at least, a fifth of 256 x 5,000 scores alone)."""
+@pytest.mark.parametrize("shape", [(2048, 1024), (1024, 2048), (256, 8192)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", sorted(NARROW))
+def test_the_smallest_batches_the_bound_is_promised_for_hold_it(name, shape, masked, tied):
+    """2^21 float32 scores (where the README's promise starts) in lists of 1,024 items and
+    more, 5% of the labels relevant, a ragged mask: there a top-20 selection's arrays are
+    0.15-0.5x of the scores in one piece, so the rows go in blocks sized by the kernels' bytes
+    per ranked item, and the counting passes' tiles are a 16th. Scores in steps of 1/8 make
+    every row tie inside its top k: ordering those ties (a sort of the tied rows' selection
+    and the search of the group at place k) takes about 64 bytes per ranked item more, which
+    the README states as its own bound (0.4x; measured at most 0.37x)."""
     g = torch.Generator().manual_seed(5)
-    b, n = 256, 8192
+    b, n = shape
     scores = torch.randn(b, n, generator=g)
+    if tied:
+        scores = torch.round(scores * 8) / 8
     labels = (torch.rand(b, n, generator=g) < 0.05).float()
     mask = torch.arange(n)[None, :] < torch.randint(n // 2, n + 1, (b, 1), generator=g)
     out = (scores, labels) + (({"mask": mask},) if masked else ())
-    got = engine_peak(LIST_METRICS[name], [out])
+    got = engine_peak(NARROW[name], [out])
     nbytes = scores.numel() * scores.element_size()
-    assert got <= LIST_SHARE * nbytes, f"{name}: {got / nbytes:.3f}x the scores"
+    assert got <= (NARROW_TIED_SHARE if tied else LIST_SHARE) * nbytes, (
+        f"{name}: {got / nbytes:.3f}x the scores"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(LIST_METRICS))

@@ -59,7 +59,7 @@ def forced_blocks(rows: int) -> Iterator[list[int]]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(selection, "SELECT_BLOCKS_FROM", 0)
-        mp.setattr(selection, "SELECTED_BYTES", 1 << 40)
+        mp.setattr(selection, "SELECT_SHARE", 0)
         mp.setattr(selection, "row_slices", lambda b, step: cut(b, rows))
         mp.setattr(base, "selection_blocks", counted)
         yield seen
@@ -277,7 +277,7 @@ def test_a_deep_selection_holds_an_eighth_of_the_scores_per_block(b, n, k):
     assert len(blocks) > 1 and blocks[0].start == 0 and blocks[-1].stop == b
     assert all(x.stop == y.start for x, y in itertools.pairwise(blocks))
     most = max(x.stop - x.start for x in blocks)
-    assert most * k * selection.SELECTED_BYTES <= b * n * 4 / selection.SELECT_SHARE
+    assert most * k * selection.SELECTED_BYTES <= b * n * 4 * selection.SELECT_SHARE
 
 
 def test_a_traced_batch_is_never_cut(monkeypatch):

@@ -174,7 +174,7 @@ def _top_read_back(
         key = None
         if perm is not None:
             key = ops.stable_argsort_desc([ops.reshape(-ops.cast(perm, ops.acc_dtype(scores)), (1, -1))])[0]
-        return _first_in_place(ops, scores, vals, idx, k, valid, key), has_nan, also_ok
+        return _first_in_place(ops, scores, vals, idx, k, valid, key, ops.nonzero(rerank)), has_nan, also_ok
     if any_tie and any_rerank and not has_nan:
         rows = ops.nonzero(rerank)
         sub = ops.take(scores, rows, axis=0)
@@ -202,8 +202,9 @@ _FIRST_SHARE = 128
 
 
 def _first_in_place(
-    ops: Ops, scores: Array, vals: Array, idx: Array, k: int, valid: Array | None, key: Array | None = None
-) -> Array:
+    ops: Ops, scores: Array, vals: Array, idx: Array, k: int, valid: Array | None, key: Array | None = None,
+    rows: Array | None = None,
+) -> Array:  # fmt: skip
     """The ``"first"`` order of a top-``(k + 1)`` selection taken in any order among equal
     scores (``vals``, ``idx`` ``(B, k + 1)``; no NaN, no valid ``-inf`` among masked items):
     the selection sorted by score, then index (the ``(B, k + 1)`` arrays only); where the
@@ -212,21 +213,29 @@ def _first_in_place(
     of that score: one comparison pass over those rows, tile by tile (a
     :data:`_FIRST_SHARE`-th of the batch at most), and a ``topk`` of ``n - index`` on the equal
     items. No row is sorted whole. ``key`` ``(N,)``: each column's rank among equal scores in
-    place of its index (``ties="random"``: its place in the batch's random permutation)."""
+    place of its index (``ties="random"``: its place in the batch's random permutation).
+    ``rows``: the rows to order (those showing a tie that matters; None: every row); the
+    others keep the ``topk``'s order (strictly decreasing or tied among items alike), and the
+    sort's few ``(rows, k + 1)`` temporaries are those of the tied rows only."""
     acc = ops.acc_dtype(scores)
+    whole = idx[:, :k]
+    ordered = rows
+    if rows is not None:
+        vals, idx = ops.take(vals, rows, axis=0), ops.take(idx, rows, axis=0)
     second = idx if key is None else ops.lookup(key, idx)
     order = ops.stable_argsort_desc([vals, -ops.cast(second, acc)])
     idx, vals = ops.take_along(idx, order), ops.take_along(vals, order)
     del order
     out = idx[:, :k]
-    rows = ops.nonzero(vals[:, k] == vals[:, k - 1])
+    rows = ops.nonzero(vals[:, k] == vals[:, k - 1])  # among the ordered rows
     r = int(rows.shape[0])
     if r == 0:
-        return out
+        return out if ordered is None else ops.set_rows(whole, ordered, out)
     b, n = int(scores.shape[0]), int(scores.shape[1])
     v = ops.take(vals[:, k - 1], rows, axis=0)
     # the group's first place: the selection is sorted, so its equal values end at k - 1
     first = float(k) - ops.sum(ops.cast(ops.take(vals[:, :k], rows, axis=0) == v[:, None], acc), axis=1)
+    batch_rows = rows if ordered is None else ops.take(ordered, rows, axis=0)  # the rows of scores
     del vals
     # n - index, larger for a smaller index: exact in float32 below 2^24 items (a 4-byte tile)
     key_dtype = scores.dtype if n < (1 << 24) and ops.dtype_name(scores) == "float32" else acc
@@ -234,7 +243,7 @@ def _first_in_place(
     step = max(1, (b * n) // _FIRST_SHARE // n)
     found = []
     for a in range(0, r, step):
-        t = rows[a : a + step]
+        t = batch_rows[a : a + step]
         equal = ops.take(scores, t, axis=0) == v[a : a + step, None]
         if valid is not None:
             equal = equal & ops.take(valid, t, axis=0)
@@ -245,7 +254,8 @@ def _first_in_place(
     place = ops.arange(0, k, first, acc)[None, :] - first[:, None]  # place within the group
     pick = ops.cast(ops.take_along(smallest, ops.cast(ops.maximum(place, 0.0), ops.int_dtype())), idx.dtype)
     del smallest
-    return ops.set_rows(out, rows, ops.where(place >= 0.0, pick, ops.take(out, rows, axis=0)))
+    out = ops.set_rows(out, rows, ops.where(place >= 0.0, pick, ops.take(out, rows, axis=0)))
+    return out if ordered is None else ops.set_rows(whole, ordered, out)
 
 
 def _top_any_order(ctx: Context, scores: Array, k: int, valid: Array | None, also: Array | None) -> Ranked:

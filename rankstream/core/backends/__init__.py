@@ -154,6 +154,10 @@ class Workspace:
 
     def __init__(self) -> None:
         self._items: dict[str, tuple[Any, Any]] = {}
+        #: while a batch is evaluated in blocks of rows, the most values a scratch tile of a
+        #: block's pass may hold (set from the whole batch: a block's own thresholds would let
+        #: it copy the block whole); None otherwise
+        self.cap: int | None = None
 
     def get(self, role: str, key: Any, make: Callable[[], Any]) -> Any:
         """The buffer kept under ``role`` when it was made for ``key``, else ``make()``."""

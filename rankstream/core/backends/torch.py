@@ -69,11 +69,28 @@ _TILE = 1 << 21
 #: positives per row made some 1,500 calls in tiles of a sixteenth, 1.8x its time in one pass)
 _MIN_TILE = 1 << 18
 #: the fewest values of a tile of a list metric's counts of relevant items and masked row sums
-#: (128 KiB of float32): an eighth of the batch from 2^20 scores on, where the quarter of the
-#: scores a list metric's update may hold would not leave room for a tile of :data:`_MIN_TILE`
-#: beside its selection (the rank metrics' passes, bound by half the scores, keep that floor:
-#: their updates make more calls per tile)
+#: (128 KiB of float32; see :func:`_list_budget`): the rank metrics' passes, bound by half the
+#: scores, keep :data:`_MIN_TILE` (their updates make more calls per tile)
 _COUNT_TILE = 1 << 15
+#: a list metric's counting passes (its counts of relevant items, masked row sums) and, in
+#: narrow lists, its masked ``topk`` go in tiles of a :data:`_LIST_SHARE`-th of the batch, at
+#: least the smaller of :data:`_LIST_TILE` values and an eighth of it (:func:`_list_budget`):
+#: at 2^21 scores and up the tile is at most a 16th of them, leaving the rest of the quarter an
+#: update may hold to the selection (in lists of 1,000-2,000 items a top-20 selection takes
+#: 0.15-0.25x of the scores). Measured on one thread: no update slower at 2,048 x 1,024,
+#: 256 x 5,000 or 1,024 x 20,000 than in tiles of an eighth (the floor keeps each tile's few
+#: calls small beside its work where the batch is small)
+_LIST_SHARE = 32
+_LIST_TILE = 1 << 17
+
+
+def _list_budget(b: int, n: int) -> int:
+    """Values per tile of a list metric's counting pass over a ``(b, n)`` batch (see
+    :data:`_LIST_SHARE`)."""
+    bn = b * n
+    return min(_TILE, max(bn // _LIST_SHARE, min(_LIST_TILE, max(bn // 8, _COUNT_TILE))))
+
+
 #: the fewest values of a tile of the tie pass (``tie_sums``): where every item of a tile ties,
 #: its tied items' indices take 16 bytes each
 _TIE_TILE = 1 << 16
@@ -81,9 +98,10 @@ _TIE_TILE = 1 << 16
 #: float32): per tile it makes two calls, and below it their overhead shows on two threads
 #: (measured at 256 x 1,000: 1.7x one masked copy); from it on, tiles of an eighth of the batch
 #: (no slower than one masked copy), or for a top 1 or 2 (a comparison pass per tile: the
-#: per-list AUC's selection) of a :data:`_TOPK_SHARE`-th (at least :data:`_MIN_TILE` values).
-#: Measured on one thread at 256 x 20,000 with ``k = 21``, tiles of a 32nd cost 3-10% more
-#: than tiles of an eighth, which the counting passes' tile holds anyway
+#: per-list AUC's selection) of a :data:`_TOPK_SHARE`-th (at least :data:`_MIN_TILE` values),
+#: or in a narrow list (``256 k > n``: the selection itself holds a large share of the scores)
+#: of :func:`_list_budget`. Measured on one thread at 256 x 20,000 with ``k = 21``, tiles of a
+#: 32nd cost 3-10% more than tiles of an eighth, so wide lists keep the eighth
 _TILED_TOPK = 1 << 20
 _TOPK_SHARE = 32
 
@@ -318,14 +336,22 @@ class TorchOps(Ops):
 
     def masked_topk(self, x: Array, k: int, valid: Array, ws: Workspace | None = None) -> tuple[Array, Array]:
         """``topk`` of ``x`` with ``-inf`` where ``valid`` is False. On CPU, tile by tile of
-        whole rows (an eighth of the batch at most; see :data:`_TILED_TOPK`): each tile masked into
+        whole rows (an eighth of the batch at most, less in narrow lists; see
+        :data:`_TILED_TOPK`): each tile masked into
         a workspace buffer and ranked there, so the scratch is one tile, never a masked copy
         of ``x``; the rows' results are those of one ``topk`` of the whole masked array."""
         fill = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
         b, n = int(x.shape[0]), int(x.shape[1])
-        share = _TOPK_SHARE if k <= 2 else 8
-        step = max(min(_TILE, (b * n) // 8, max((b * n) // share, _MIN_TILE)) // n, 1)
-        if not _cpu(x) or ws is None or x.numel() < _TILED_TOPK or step >= b:
+        if k <= 2:
+            step = max(min(_TILE, (b * n) // 8, max((b * n) // _TOPK_SHARE, _MIN_TILE)) // n, 1)
+        elif 256 * k > n:  # a narrow list: its selection is a large share of the scores
+            step = max(_list_budget(b, n) // n, 1)
+        else:
+            step = max(min(_TILE, (b * n) // 8) // n, 1)
+        small = x.numel() < _TILED_TOPK
+        if ws is not None and ws.cap is not None and x.numel() > ws.cap:  # a block of a batch
+            step, small = max(min(step, ws.cap // n), 1), False
+        if not _cpu(x) or ws is None or small or step >= b:
             return self.topk(torch.where(valid, x, fill), k)
         vals = torch.empty((b, k), dtype=x.dtype)
         idx = torch.empty((b, k), dtype=torch.int64)
@@ -415,7 +441,7 @@ class TorchOps(Ops):
             return torch.where(valid, x, zero).sum(dim=1)
         b, n = int(x.shape[0]), int(x.shape[1])
         out = torch.zeros(b, dtype=x.dtype)
-        for r, c in _tiles(b, n, smallest=_COUNT_TILE):
+        for r, c in _tiles(b, n, budget=_list_budget(b, n)):
             buf = _buffer(ws, "count", (r.stop - r.start, c.stop - c.start), x.dtype)
             torch.where(valid[r, c], x[r, c], zero, out=buf)
             out[r] += buf.sum(dim=1)
@@ -485,7 +511,7 @@ class TorchOps(Ops):
             return (count, labels.amax(dim=-1)) if with_max else count
         b, n = labels.shape
         cd = _count_dtype(int(n))
-        budget = _GAIN_TILE if with_max else None
+        budget = _GAIN_TILE if with_max else (_list_budget(b, n) if smallest == _COUNT_TILE else None)
         if len(_tiles(b, n, smallest=smallest, budget=budget)) == 1:  # one tile holds the batch
             buf = cmp(labels, t, out=_buffer(ws, "count", (b, n), cd))
             if valid is not None:  # 0/1 times the mask: exact

@@ -65,11 +65,12 @@ from rankstream.core.lists.chance import (
 )
 from rankstream.core.lists.conventions import CONVENTION_NAMES, ListConventions, explicit_signature
 from rankstream.core.lists.selection import (
-    SELECTED_BYTES,
-    SELECTED_BYTES_MORE,
+    BLOCK_TILE_SHARE,
+    HOST_BLOCKS,
     Selection,
     join_rows,
     positions,
+    row_slices,
     selection_blocks,
 )
 from rankstream.core.state import check_sums, join_flat
@@ -277,6 +278,12 @@ class ListKernel:
     value (after the interval's quantities when both are on; see the module docstring)."""
 
     name = "list"
+    #: bytes per ranked item of an unmasked batch this kernel's update holds at its peak: the
+    #: selection (top-k values and indices, labels and their float64 cast) and the kernel's
+    #: (B, K) arrays; an upper bound of the measured (2,048 x 1,024 at k = 20, 512 x 4,096 at
+    #: k = 100: 23-30 for MAP, recall, precision, hit rate, F1, RBP, DCG), which sizes the blocks
+    #: of rows of a large selection (:func:`_selection_bytes`)
+    ranked_bytes = 32
     #: whether per-item weights scale the per-list values themselves (an unnormalised sum such
     #: as DCG): under keras-rs weighting such a value is divided by the list's weight, as
     #: keras-rs does, so the weighted mean is ``sum(value) / sum(weight)``
@@ -726,14 +733,21 @@ def select_outputs(ctx: Context, kernels: list[ListKernel], batch: ListBatch) ->
     shared: dict[Any, Any] = {}
     k = first.depth(ctx, batch, shared) if len(kernels) == 1 else _depth(ctx, kernels, batch, shared)
     if ctx.read_back and int(batch.scores.shape[0]) * k >= selection_module.SELECT_BLOCKS_FROM:  # else one
-        heavy = batch.valid is not None or len(kernels) > 1  # a masked top-k, several kernels' arrays
-        per_item = SELECTED_BYTES_MORE if heavy else SELECTED_BYTES
-        blocks = selection_blocks(ctx, batch, k, per_item)
+        blocks = selection_blocks(ctx, batch, k, _selection_bytes(kernels, batch.valid is not None))
         if blocks is not None:
             return _outputs_by_blocks(ctx, kernels, batch, blocks)
     sel = first.selection(ctx, batch, k=k, shared=shared)
     invalid = checked_values(sel, first.conventions.negative_labels)
     return [kernel.outputs(sel, invalid) for kernel in kernels]
+
+
+def _selection_bytes(kernels: list[ListKernel], masked: bool) -> int:
+    """Bytes per ranked item the kernels' selection and arrays hold together (an upper bound
+    of the measured ones; see :attr:`ListKernel.ranked_bytes`): the largest kernel's, 4 more
+    per other kernel (each lets its arrays go before the next runs), 20 more with a mask (the
+    membership and its cast, the masked ideal ranking)."""
+    most = max(kernel.ranked_bytes for kernel in kernels)
+    return most + 4 * (len(kernels) - 1) + (20 if masked else 0)
 
 
 def _outputs_by_blocks(
@@ -750,10 +764,32 @@ def _outputs_by_blocks(
     # blocks small enough for the host ops (numpy views) take them, as a small batch does: a
     # call there costs a few microseconds less, and a block makes about a hundred; only blocks
     # of a 16th of the rows at most, whose numpy temporaries (a few of the block's size) stay
-    # far inside the quarter of the scores an update may hold
-    on = ctx
-    if 16 * (blocks[0].stop - blocks[0].start) <= int(batch.scores.shape[0]):
+    # far inside the quarter of the scores an update may hold. A batch already cut in 8 blocks
+    # or more is cut in 16 (measured: MAP@1000 at 256 x 5,000, 10 blocks on torch 1.06x 16 on
+    # the host)
+    on, b = ctx, int(batch.scores.shape[0])
+    if HOST_BLOCKS // 2 <= len(blocks) < HOST_BLOCKS and b >= HOST_BLOCKS:
+        blocks = row_slices(b, -(-b // HOST_BLOCKS))
+    if HOST_BLOCKS * (blocks[0].stop - blocks[0].start) <= b:
         on, _ = ctx.on_host(*_batch_arrays(batch.rows(blocks[0])))
+    ws, cap = ctx.workspace, ctx.workspace.cap
+    ws.cap = max(int(batch.scores.shape[0]) * int(batch.scores.shape[1]) // BLOCK_TILE_SHARE, 1)
+    try:
+        outs = _blocks_joined(ctx, on, kernels, batch, blocks)
+    finally:
+        ws.cap = cap
+    if on is not ctx:  # the joined outputs back as the batch's arrays
+        outs = [_exported_output(on.ops, out) for out in outs]
+    item_weighted = batch.item_weights is not None
+    return [kernel.weighed(ops, out, item_weighted) for kernel, out in zip(kernels, outs, strict=True)]
+
+
+def _blocks_joined(
+    ctx: Context, on: Context, kernels: list[ListKernel], batch: ListBatch, blocks: list[slice]
+) -> list[ListOutput]:
+    """The per-list outputs of each block of rows, selected on the ops of ``on`` (the batch's
+    own or the host's), joined along the rows."""
+    first = kernels[0]
     outs: list[ListOutput] = []
     for rows in blocks:
         block, shared = batch.rows(rows), {}
@@ -767,7 +803,4 @@ def _outputs_by_blocks(
         # joined block by block: a block's outputs may be views of its (rows, K) arrays (a
         # column of the ideal gains), which the copy of a join lets go before the next block
         outs = [joined_outputs(on.ops, [o, p]) for o, p in zip(outs, part, strict=True)] if outs else part
-    if on is not ctx:  # the joined outputs back as the batch's arrays
-        outs = [_exported_output(on.ops, out) for out in outs]
-    item_weighted = batch.item_weights is not None
-    return [kernel.weighed(ops, out, item_weighted) for kernel, out in zip(kernels, outs, strict=True)]
+    return outs

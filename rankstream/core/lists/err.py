@@ -37,6 +37,7 @@ class ERRKernel(BinaryListKernel):
     (``relevance_threshold=t``: labels below ``t`` count as 0)."""
 
     name = "err"
+    ranked_bytes = 72  # measured 68: the stopping probabilities and their running product
 
     def __init__(self, top_k: int | list[int] = 10, *, max_grade: float = 4.0, **conventions: Any) -> None:
         super().__init__(top_k, **conventions)

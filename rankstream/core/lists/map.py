@@ -64,9 +64,12 @@ class MAPKernel(BinaryListKernel):
         if sel.ties is not None:  # each position's expected term over the orders of the tied items
             hits = self.expected_terms(sel, rel)
         else:
-            precision = ops.cumsum(rel, axis=1) / sel.positions
-            hits = precision * rel if sel.item_weights is None else precision * rel * sel.item_weights
-        sum_prec = self.cut(sel, ops.cumsum(hits, axis=1))
+            hits = ops.cumsum(rel, axis=1) / sel.positions  # precision at each position
+            hits = hits * rel if sel.item_weights is None else hits * rel * sel.item_weights
+        del rel  # each (B, K) array let go once read: a narrow list's selection is most of an update's memory
+        hits = ops.cumsum(hits, axis=1)
+        sum_prec = self.cut(sel, hits)
+        del hits
         n_rel = self.count_relevant(sel)  # R
         w_rel = None
         if sel.batch_item_weights is not None:

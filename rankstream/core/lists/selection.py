@@ -15,9 +15,10 @@ from rankstream.core.backends import Array, Context, Ops
 from rankstream.core.inputs import ListBatch
 
 __all__ = [
+    "BLOCK_TILE_SHARE",
+    "HOST_BLOCKS",
     "IDEAL_PREFIX_FROM",
     "SELECTED_BYTES",
-    "SELECTED_BYTES_MORE",
     "SELECT_BLOCKS_FROM",
     "Selection",
     "join_rows",
@@ -38,18 +39,26 @@ ROW_BLOCK_SHARE = 128
 ROW_BLOCK_MAX = 1 << 18
 #: a batch is selected in blocks of rows (:func:`selection_blocks`) where values are read back
 #: and its ``B x K`` selection holds at least :data:`SELECT_BLOCKS_FROM` ranked items and more
-#: than a :data:`SELECT_SHARE`-th of the scores' bytes at :data:`SELECTED_BYTES` per ranked item
-#: (measured: 48-52 bytes at K = 1,000-6,000 on 256 x 20,000 float32, the ranking's top-(K + 1)
-#: values and indices, the gathered labels and membership, their float64 casts, the kernels'
-#: (B, K) arrays; about twice that with a mask or several kernels: :data:`SELECTED_BYTES_MORE`);
-#: each block then holds about an 8th of the scores, inside the quarter an update may hold
-#: beside its counting passes' tile. Each block costs the selection's calls once more (about 0.1
-#: ms): an 8th, not a 16th, keeps a 256 x 5,000 MAP@1000 at 1.13x the update in one piece (a
-#: 16th: 1.19x), where the one piece held 2.2x the scores
-SELECTED_BYTES = 64
-SELECTED_BYTES_MORE = 128
-SELECT_SHARE = 8
-SELECT_BLOCKS_FROM = 1 << 16
+#: than :data:`SELECT_SHARE` of the scores' bytes at its kernels' bytes per ranked item
+#: (:attr:`~rankstream.core.lists.base.ListKernel.ranked_bytes`, :data:`SELECTED_BYTES` by
+#: default: the ranking's top-(K + 1) values and indices, the gathered labels and membership,
+#: their float64 casts, the kernels' (B, K) arrays); each block then holds at most 3/16 of the
+#: scores, beside the counting passes' tile of at most a 16th of them from 2^21 scores on
+#: (:data:`BLOCK_TILE_SHARE`): inside the quarter an update may hold. Below 2^14 ranked items a
+#: selection holds at most 1.5 MiB, 3/16 of 2^21 float32 scores. Each block costs the
+#: selection's calls once more (about 0.1 ms a kernel), so blocks are as large as the share lets
+#: them be (measured: two blocks of a 2,048 x 1,024 ``ListMetrics`` at k = 20 cost 2-4% of the
+#: update in one piece)
+SELECTED_BYTES = 32
+SELECT_SHARE = 5 / 32
+SELECT_BLOCKS_FROM = 1 << 14
+#: while a batch goes in blocks, a block's scratch tiles hold at most a
+#: :data:`BLOCK_TILE_SHARE`-th of the batch's values (``Workspace.cap``): a block's own
+#: thresholds would let a masked top-k copy the block whole
+BLOCK_TILE_SHARE = 16
+#: blocks of at most a :data:`HOST_BLOCKS`-th of the rows run on the host ops (numpy views of
+#: the batch's arrays): their numpy temporaries, a few of the block's size, stay small
+HOST_BLOCKS = 16
 
 
 @dataclass
@@ -204,14 +213,14 @@ def selection_blocks(
     """The blocks of rows a batch is selected and evaluated in, at depth ``k`` (clipped to the
     list), where values are read back (eager: the batch size is known): None (the batch in one
     piece) where the ``B x K`` selection is small at ``per_item`` bytes per ranked item (see
-    :data:`SELECTED_BYTES`); else consecutive blocks of rows whose selection holds about a
-    :data:`SELECT_SHARE`-th of the scores' bytes. Reads only shapes and the scores' dtype."""
+    :data:`SELECT_SHARE`); else consecutive blocks of rows whose selection holds at most
+    :data:`SELECT_SHARE` of the scores' bytes. Reads only shapes and the scores' dtype."""
     shape = batch.scores.shape
     b, n = int(shape[0]), int(shape[1])
     items = b * min(k, n)
     if items < SELECT_BLOCKS_FROM:
         return None
-    budget = b * n * (int(re.sub(r"\D", "", ctx.ops.dtype_name(batch.scores))) // 8) // SELECT_SHARE
+    budget = int(b * n * (int(re.sub(r"\D", "", ctx.ops.dtype_name(batch.scores))) // 8) * SELECT_SHARE)
     if items * per_item <= budget:
         return None
     return row_slices(b, max(1, budget // (per_item * min(k, n))))
