@@ -12,6 +12,7 @@ import pytest
 import torch
 from ignite.engine import Engine
 
+import rankstream.core.backends.torch as torch_backend
 import rankstream.core.topk as topk
 import rankstream.ignite as ri
 from rankstream.core.backends import Runtime
@@ -37,10 +38,15 @@ def want_prefix(scores, mask, k):
     return [ref.ranked_items(s[r], None if m is None else m[r])[:k] for r in range(len(s))]
 
 
-@pytest.fixture(params=["one row per tile", "default tiles"])
+@pytest.fixture(params=["one row per tile", "one row per piece", "default tiles"])
 def tiles(request, monkeypatch):
+    """The boundary pass's tiles and the pieces of tied rows ordered at once: one row each, or
+    as sized for the batch."""
     if request.param == "one row per tile":
         monkeypatch.setattr(topk, "_FIRST_SHARE", 1 << 30)
+    if request.param == "one row per piece":
+        monkeypatch.setattr(topk, "_TIE_SHARE", 1 << 30)
+        monkeypatch.setattr(topk, "_TIE_ITEMS_MIN", 1)
     return request.param
 
 
@@ -96,7 +102,7 @@ def test_tied_rows_through_an_engine_give_the_reference_values(tiles):
 
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("n", [40, 60, 700])
-def test_random_ties_in_place_equal_the_resort_after_the_same_permutation(monkeypatch, masked, n):
+def test_random_ties_in_place_equal_the_resort_after_the_same_permutation(monkeypatch, tiles, masked, n):
     """``ties="random"`` orders the selection in place with each item's place in the batch's
     random column permutation as its key: the same values, seed for seed, as the re-sort of the
     tied rows after that permutation (the path taken when "random" is not in ``IN_PLACE``),
@@ -124,3 +130,27 @@ def test_random_ties_in_place_equal_the_resort_after_the_same_permutation(monkey
     resorted = run()
     for name in names:
         np.testing.assert_allclose(in_place[name], resorted[name], rtol=1e-12, atol=0, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    ("kind", "dtype"),
+    [("torch", d) for d in ("float32", "float16", "bfloat16", "float64")]
+    + [("numpy", d) for d in ("float32", "float16", "float64")],  # numpy has no bfloat16
+)
+def test_order_first_sorts_by_value_then_index(kind, dtype):
+    """``Ops.order_first``: by value descending, then index ascending, against python's
+    ``sorted`` on each row: few distinct values (ties everywhere), both infinities, -0.0 beside
+    +0.0 (equal), negative and positive values, indices in any order (a row's permutation)."""
+    g = torch.Generator().manual_seed(3)
+    levels = torch.tensor([float("-inf"), -2.5, -1.0, -0.0, 0.0, 0.5, 3.0, float("inf")])
+    values = levels[torch.randint(0, len(levels), (40, 33), generator=g)]
+    index = torch.stack([torch.randperm(500, generator=g)[:33] for _ in range(40)])
+    tv = values.to(getattr(torch, dtype))
+    if kind == "torch":
+        got = torch_backend.TorchOps().order_first(tv, index).tolist()
+    else:
+        got = NumpyOps().order_first(tv.numpy(), index.numpy()).tolist()
+    v, i = values.tolist(), index.tolist()
+    for r, row in enumerate(got):
+        want = sorted(range(33), key=lambda j, r=r: (-v[r][j], i[r][j]))
+        assert row == want

@@ -34,6 +34,7 @@ the kernel to count into the state (``compute()`` raises on them).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,7 +175,8 @@ def _top_read_back(
         key = None
         if perm is not None:
             key = ops.stable_argsort_desc([ops.reshape(-ops.cast(perm, ops.acc_dtype(scores)), (1, -1))])[0]
-        return _first_in_place(ops, scores, vals, idx, k, valid, key, ops.nonzero(rerank)), has_nan, also_ok
+        ordered = _first_in_place(ops, scores, vals, idx, k, valid, key, ops.nonzero(rerank), ws)
+        return ordered, has_nan, also_ok
     if any_tie and any_rerank and not has_nan:
         rows = ops.nonzero(rerank)
         sub = ops.take(scores, rows, axis=0)
@@ -199,11 +201,18 @@ IN_PLACE = ("first", "random")
 #: the rows of one tile of the boundary pass of :func:`_first_in_place`: at most this share
 #: of the batch's values (at least one row), a few bytes per value each
 _FIRST_SHARE = 128
+#: the tied rows are ordered in pieces whose temporaries (the sort of their top-(k + 1) values
+#: and indices, the group at place k: at most :data:`_TIE_BYTES` per selected item) hold at most
+#: a :data:`_TIE_SHARE`-th of the batch's scores (``Workspace.cap`` values where the batch goes
+#: in blocks: a 16th of the batch's), at least :data:`_TIE_ITEMS_MIN` selected items a piece
+_TIE_BYTES = 48
+_TIE_SHARE = 16
+_TIE_ITEMS_MIN = 1 << 12
 
 
 def _first_in_place(
-    ops: Ops, scores: Array, vals: Array, idx: Array, k: int, valid: Array | None, key: Array | None = None,
-    rows: Array | None = None,
+    ops: Ops, scores: Array, vals: Array, idx: Array, k: int, valid: Array | None, key: Array | None,
+    rows: Array, ws: Workspace | None = None,
 ) -> Array:  # fmt: skip
     """The ``"first"`` order of a top-``(k + 1)`` selection taken in any order among equal
     scores (``vals``, ``idx`` ``(B, k + 1)``; no NaN, no valid ``-inf`` among masked items):
@@ -214,28 +223,48 @@ def _first_in_place(
     :data:`_FIRST_SHARE`-th of the batch at most), and a ``topk`` of ``n - index`` on the equal
     items. No row is sorted whole. ``key`` ``(N,)``: each column's rank among equal scores in
     place of its index (``ties="random"``: its place in the batch's random permutation).
-    ``rows``: the rows to order (those showing a tie that matters; None: every row); the
-    others keep the ``topk``'s order (strictly decreasing or tied among items alike), and the
-    sort's few ``(rows, k + 1)`` temporaries are those of the tied rows only."""
+    ``rows``: the rows to order (those showing a tie that matters); the others keep the
+    ``topk``'s order (strictly decreasing or tied among items alike). The rows go in pieces of
+    at most a :data:`_TIE_SHARE`-th of the batch's scores' bytes at :data:`_TIE_BYTES` per
+    selected item (``ws.cap`` values where this is a block of a batch), so the sort's
+    temporaries are those of a piece."""
+    b, n = int(scores.shape[0]), int(scores.shape[1])
+    itemsize = int(re.sub(r"\D", "", ops.dtype_name(scores))) // 8
+    # a block's tiles hold at most ws.cap values, a 16th of the batch's
+    budget = (b * n // _TIE_SHARE if ws is None or ws.cap is None else ws.cap) * itemsize
+    step = max(1, max(budget // _TIE_BYTES, _TIE_ITEMS_MIN) // int(vals.shape[1]))
+    outs = []
+    for a in range(0, int(rows.shape[0]), step):
+        t = rows[a : a + step]
+        # the piece's copies passed on (not held here): let go once sorted
+        outs.append(
+            _first_rows(ops, scores, ops.take(vals, t, axis=0), ops.take(idx, t, axis=0), k, valid, key, t)
+        )
+    ordered = outs.pop() if len(outs) == 1 else ops.concat(outs, axis=0)
+    del outs  # the pieces let go before the copy of the whole
+    return ops.set_rows(idx[:, :k], rows, ordered)
+
+
+def _first_rows(
+    ops: Ops, scores: Array, vals: Array, idx: Array, k: int, valid: Array | None, key: Array | None,
+    rows: Array,
+) -> Array:  # fmt: skip
+    """:func:`_first_in_place` of the selection ``vals``, ``idx`` ``(r, k + 1)`` of the rows
+    ``rows`` of ``scores``: their ``(r, k)`` indices in order."""
     acc = ops.acc_dtype(scores)
-    whole = idx[:, :k]
-    ordered = rows
-    if rows is not None:
-        vals, idx = ops.take(vals, rows, axis=0), ops.take(idx, rows, axis=0)
-    second = idx if key is None else ops.lookup(key, idx)
-    order = ops.stable_argsort_desc([vals, -ops.cast(second, acc)])
+    order = ops.order_first(vals, idx if key is None else ops.lookup(key, idx))
     idx, vals = ops.take_along(idx, order), ops.take_along(vals, order)
     del order
     out = idx[:, :k]
-    rows = ops.nonzero(vals[:, k] == vals[:, k - 1])  # among the ordered rows
-    r = int(rows.shape[0])
+    ext = ops.nonzero(vals[:, k] == vals[:, k - 1])  # among these rows
+    r = int(ext.shape[0])
     if r == 0:
-        return out if ordered is None else ops.set_rows(whole, ordered, out)
+        return out
     b, n = int(scores.shape[0]), int(scores.shape[1])
-    v = ops.take(vals[:, k - 1], rows, axis=0)
+    v = ops.take(vals[:, k - 1], ext, axis=0)
     # the group's first place: the selection is sorted, so its equal values end at k - 1
-    first = float(k) - ops.sum(ops.cast(ops.take(vals[:, :k], rows, axis=0) == v[:, None], acc), axis=1)
-    batch_rows = rows if ordered is None else ops.take(ordered, rows, axis=0)  # the rows of scores
+    first = float(k) - ops.sum(ops.cast(ops.take(vals[:, :k], ext, axis=0) == v[:, None], acc), axis=1)
+    batch_rows = ops.take(rows, ext, axis=0)  # the rows of scores
     del vals
     # n - index, larger for a smaller index: exact in float32 below 2^24 items (a 4-byte tile)
     key_dtype = scores.dtype if n < (1 << 24) and ops.dtype_name(scores) == "float32" else acc
@@ -254,8 +283,7 @@ def _first_in_place(
     place = ops.arange(0, k, first, acc)[None, :] - first[:, None]  # place within the group
     pick = ops.cast(ops.take_along(smallest, ops.cast(ops.maximum(place, 0.0), ops.int_dtype())), idx.dtype)
     del smallest
-    out = ops.set_rows(out, rows, ops.where(place >= 0.0, pick, ops.take(out, rows, axis=0)))
-    return out if ordered is None else ops.set_rows(whole, ordered, out)
+    return ops.set_rows(out, ext, ops.where(place >= 0.0, pick, ops.take(out, ext, axis=0)))
 
 
 def _top_any_order(ctx: Context, scores: Array, k: int, valid: Array | None, also: Array | None) -> Ranked:

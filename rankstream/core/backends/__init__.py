@@ -78,6 +78,7 @@ OPS_METHODS = (
     "topk_first",
     "masked_topk",
     "stable_argsort_desc",
+    "order_first",
     "take_along",
     "take",
     "lookup",

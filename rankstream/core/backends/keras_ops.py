@@ -190,6 +190,11 @@ class KerasOps(Ops):
         order = numpy_ops().stable_argsort_desc([self.to_numpy(key) for key in keys])
         return self.k.convert_to_tensor(order.astype(np.int32))
 
+    def order_first(self, values: Array, index: Array) -> Array:
+        # as stable_argsort_desc: only on the eager read-back path (rows showing a tie)
+        order = numpy_ops().order_first(self.to_numpy(values), self.to_numpy(index))
+        return self.k.convert_to_tensor(order.astype(np.int32))
+
     def take_along(self, x: Array, idx: Array) -> Array:
         return self.k.take_along_axis(x, idx, axis=-1)
 

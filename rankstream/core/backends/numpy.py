@@ -129,6 +129,17 @@ class NumpyOps(Ops):
             out[i] = np.lexsort([c[i] for c in cols])
         return out
 
+    def order_first(self, values: Array, index: Array) -> Array:
+        """Row-wise argsort by ``values`` descending, then ``index`` ascending (no NaN among
+        the values; each row's indices distinct, in ``[0, 2^31)``): the ``"first"`` order of a
+        selection. float32 and float16 values take one sort of int64 keys (:func:`first_keys`),
+        others :meth:`stable_argsort_desc`."""
+        if values.dtype not in (np.float32, np.float16):
+            return self.stable_argsort_desc([values, -np.asarray(index, dtype=np.float64)])
+        keys = first_keys(values, index)
+        np.invert(keys, out=keys)  # ascending ~key: descending key
+        return np.argsort(keys, axis=-1)
+
     def take_along(self, x: Array, idx: Array) -> Array:
         if x.ndim == 2 and idx.ndim == 2:  # np.take_along_axis's own index building costs more
             if idx.size >= _FLAT_TAKE and x.flags.c_contiguous:  # flat positions: half the time
@@ -389,3 +400,16 @@ def _packed_words(valid: Array) -> Array | None:
         return valid.view(np.uint8).view(np.uint64)
     except ValueError:
         return None
+
+
+def first_keys(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """int64 keys ordering float32 (or float16) ``values`` descending, then ``index``
+    ascending, as one descending order: each value's bits as an order-preserving int32
+    (sign-magnitude to two's complement, -0.0 folded onto +0.0) in the high half, ``-index``
+    below it (exact for indices under 2^32). No NaN among the values."""
+    bits = (values.astype(np.float32) + np.float32(0.0)).view(np.int32)
+    keys = (bits ^ ((bits >> 31) & 0x7FFFFFFF)).astype(np.int64)
+    del bits
+    keys <<= 32
+    keys -= index
+    return keys

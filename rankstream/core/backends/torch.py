@@ -382,6 +382,20 @@ class TorchOps(Ops):
             order = o if order is None else torch.gather(order, -1, o)
         return order
 
+    def order_first(self, values: Array, index: Array) -> Array:
+        """Row-wise argsort by ``values`` descending, then ``index`` ascending (no NaN; each
+        row's indices distinct, in ``[0, 2^31)``): one sort of int64 keys for float types of
+        at most 32 bits (the value's order-preserving int32 bits above ``-index``, as
+        :meth:`topk_first` packs them; keys are distinct, so any sort is exact), else
+        :meth:`stable_argsort_desc`."""
+        if values.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            return self.stable_argsort_desc([values, -index.to(torch.float64)])
+        bits = (values.to(torch.float32) + 0.0).view(torch.int32)
+        keys = (bits ^ ((bits >> 31) & 0x7FFFFFFF)).to(torch.int64)
+        del bits
+        keys.bitwise_left_shift_(32).sub_(index)
+        return torch.sort(keys, dim=-1, descending=True).indices
+
     def take_along(self, x: Array, idx: Array) -> Array:
         return torch.gather(x, -1, idx)
 
