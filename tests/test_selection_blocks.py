@@ -203,11 +203,13 @@ def test_blocks_of_a_larger_batch_on_the_host_ops_through_an_engine(ties):
     s, y, m, w = case(21, b=64, n=2100)
     batch = tuple(torch.from_numpy(x) for x in (s, y, m, w))
     exported = []
-    real = base._exported_output
 
-    def spied(ops, out):
-        exported.append(type(ops).__name__)
-        return real(ops, out)
+    def spy(real):
+        def spied(ops, out):
+            exported.append(type(ops).__name__)
+            return real(ops, out)
+
+        return spied
 
     def run(blocks: bool, host: bool) -> dict:
         engine = Engine(lambda e, b: (b[0], b[1], {"mask": b[2], "sample_weight": b[3]}))
@@ -222,7 +224,9 @@ def test_blocks_of_a_larger_batch_on_the_host_ops_through_an_engine(ties):
             return engine.run([batch]).metrics["lists"]
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(base, "_exported_output", spied)
+        # the blocks' per-list outputs (ListMetrics.per_list), or their sums (an update)
+        mp.setattr(base, "_exported_output", spy(base._exported_output))
+        mp.setattr(base, "_exported_sums", spy(base._exported_sums))
         got = run(True, True)
     # (the module's "torch" path turns the host ops off: the blocks stay on torch there)
     assert set(exported) == ({"TorchHostOps"} if host_batches_enabled() else set())

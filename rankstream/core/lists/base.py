@@ -133,6 +133,11 @@ def _exported_output(ops: Ops, out: ListOutput) -> ListOutput:
     return replace(out, **{name: ops.export(v) for name, v in arrays.items() if v is not None})
 
 
+def _exported_sums(ops: Ops, sums: Mapping[str, Array]) -> dict[str, Array]:
+    """State sums computed on the host ops as the caller's arrays."""
+    return {name: ops.export(value) for name, value in sums.items()}
+
+
 def _batch_arrays(batch: ListBatch) -> tuple[Any, ...]:
     """The arrays of a batch, in :class:`ListBatch`'s order after its ops."""
     return batch.scores, batch.labels, batch.valid, batch.weights, batch.item_weights
@@ -622,7 +627,7 @@ class ListKernel:
         ctx = ctx or self.context(y_pred, get_ops(y_pred, y, mask, sample_weight))
         ctx, (y_pred, y, mask, sample_weight) = ctx.on_host(y_pred, y, mask, sample_weight)
         with quiet():
-            sums = self.reduce(ctx.ops, self.evaluate(ctx, y_pred, y, mask, sample_weight))
+            sums = select_sums(ctx, [self], self.read_batch(ctx, y_pred, y, mask, sample_weight))[0]
         return exported(ctx.ops, sums, flat)
 
     def per_list(
@@ -727,15 +732,50 @@ def select_outputs(ctx: Context, kernels: list[ListKernel], batch: ListBatch) ->
 
     Where values are read back and that selection would be large (:func:`selection_blocks`:
     ``B x K`` past an 8th of the scores' bytes, at trec_eval's depth of 1,000 or a whole-list
-    metric), the rows go in blocks (:func:`_outputs_by_blocks`): the temporaries are those of one
+    metric), the rows go in blocks (:func:`_by_blocks`): the temporaries are those of one
     block's selection, and the values those of the one selection, summed in another order."""
-    first = kernels[0]
     shared: dict[Any, Any] = {}
+    k, blocks = _blocks_of(ctx, kernels, batch, shared)
+    if blocks is not None:
+        return _by_blocks(ctx, kernels, batch, blocks, reduce=False)
+    return _outputs(ctx, kernels, batch, k, shared)
+
+
+def select_sums(ctx: Context, kernels: list[ListKernel], batch: ListBatch) -> list[dict[str, Array]]:
+    """Every kernel's state sums of one batch (:meth:`ListKernel.reduce` of
+    :func:`select_outputs`). Where the batch goes in blocks of rows and no kernel reads over
+    the batch's lists (:meth:`ListKernel.weighed`), each block's per-list outputs are reduced
+    as they come and the blocks' sums added: the per-list arrays held are one block's. (A
+    kernel's are about 18 bytes a list, its values, relevance and flags: in lists of 100 items,
+    with a few kernels, about the scores' own size once joined over the batch.)"""
+    shared: dict[Any, Any] = {}
+    k, blocks = _blocks_of(ctx, kernels, batch, shared)
+    if blocks is not None and not any(kernel._weighs for kernel in kernels):
+        return _by_blocks(ctx, kernels, batch, blocks, reduce=True)
+    if blocks is not None:
+        outs = _by_blocks(ctx, kernels, batch, blocks, reduce=False)
+    else:
+        outs = _outputs(ctx, kernels, batch, k, shared)
+    return [kernel.reduce(ctx.ops, out) for kernel, out in zip(kernels, outs, strict=True)]
+
+
+def _blocks_of(
+    ctx: Context, kernels: list[ListKernel], batch: ListBatch, shared: dict[Any, Any]
+) -> tuple[int, list[slice] | None]:
+    """The depth of the kernels on ``batch`` and the blocks of rows it is selected in (None:
+    in one piece; :func:`selection_blocks`)."""
+    first = kernels[0]
     k = first.depth(ctx, batch, shared) if len(kernels) == 1 else _depth(ctx, kernels, batch, shared)
     if ctx.read_back and int(batch.scores.shape[0]) * k >= selection_module.SELECT_BLOCKS_FROM:  # else one
-        blocks = selection_blocks(ctx, batch, k, _selection_bytes(kernels, batch.valid is not None))
-        if blocks is not None:
-            return _outputs_by_blocks(ctx, kernels, batch, blocks)
+        return k, selection_blocks(ctx, batch, k, _selection_bytes(kernels, batch.valid is not None))
+    return k, None
+
+
+def _outputs(
+    ctx: Context, kernels: list[ListKernel], batch: ListBatch, k: int, shared: dict[Any, Any]
+) -> list[ListOutput]:
+    """Every kernel's :meth:`ListKernel.outputs` of the batch in one piece."""
+    first = kernels[0]
     sel = first.selection(ctx, batch, k=k, shared=shared)
     invalid = checked_values(sel, first.conventions.negative_labels)
     return [kernel.outputs(sel, invalid) for kernel in kernels]
@@ -750,14 +790,15 @@ def _selection_bytes(kernels: list[ListKernel], masked: bool) -> int:
     return most + 4 * (len(kernels) - 1) + (20 if masked else 0)
 
 
-def _outputs_by_blocks(
-    ctx: Context, kernels: list[ListKernel], batch: ListBatch, blocks: list[slice]
-) -> list[ListOutput]:
+def _by_blocks(
+    ctx: Context, kernels: list[ListKernel], batch: ListBatch, blocks: list[slice], reduce: bool
+) -> Any:
     """:func:`select_outputs` by blocks of rows: each block is selected at its own depth (its
     largest ``R`` for R-precision; what the depths compute is the block's) and gives its
     per-list outputs (:meth:`ListKernel.list_outputs`); the blocks' outputs are joined
     (``(B, ...)`` arrays), and the part read over the batch's lists (:meth:`ListKernel.weighed`:
-    keras-rs's list weights) follows."""
+    keras-rs's list weights) follows. ``reduce`` (no kernel weighs): each block's outputs
+    reduced to the state sums instead, and the blocks' sums added (:func:`select_sums`)."""
     first, ops = kernels[0], ctx.ops
     if first.conventions.ties == "random":  # one column permutation for the batch's blocks
         ctx = replace(ctx, perm=[None])
@@ -775,9 +816,11 @@ def _outputs_by_blocks(
     ws, cap = ctx.workspace, ctx.workspace.cap
     ws.cap = max(int(batch.scores.shape[0]) * int(batch.scores.shape[1]) // BLOCK_TILE_SHARE, 1)
     try:
-        outs = _blocks_joined(ctx, on, kernels, batch, blocks)
+        outs = _blocks_joined(ctx, on, kernels, batch, blocks, reduce)
     finally:
         ws.cap = cap
+    if reduce:
+        return outs if on is ctx else [_exported_sums(on.ops, sums) for sums in outs]
     if on is not ctx:  # the joined outputs back as the batch's arrays
         outs = [_exported_output(on.ops, out) for out in outs]
     item_weighted = batch.item_weights is not None
@@ -785,12 +828,12 @@ def _outputs_by_blocks(
 
 
 def _blocks_joined(
-    ctx: Context, on: Context, kernels: list[ListKernel], batch: ListBatch, blocks: list[slice]
-) -> list[ListOutput]:
+    ctx: Context, on: Context, kernels: list[ListKernel], batch: ListBatch, blocks: list[slice], reduce: bool
+) -> list[Any]:
     """The per-list outputs of each block of rows, selected on the ops of ``on`` (the batch's
-    own or the host's), joined along the rows."""
+    own or the host's), joined along the rows; ``reduce``: their state sums, added."""
     first = kernels[0]
-    outs: list[ListOutput] = []
+    outs: list[Any] = []
     for rows in blocks:
         block, shared = batch.rows(rows), {}
         if on is not ctx:
@@ -800,6 +843,11 @@ def _blocks_joined(
         invalid = checked_values(sel, first.conventions.negative_labels)
         part = [kernel.list_outputs(sel, invalid) for kernel in kernels]
         del sel
+        if reduce:
+            sums = [kernel.reduce(on.ops, out) for kernel, out in zip(kernels, part, strict=True)]
+            del part
+            outs = [{n: o[n] + s[n] for n in o} for o, s in zip(outs, sums, strict=True)] if outs else sums
+            continue
         # joined block by block: a block's outputs may be views of its (rows, K) arrays (a
         # column of the ideal gains), which the copy of a join lets go before the next block
         outs = [joined_outputs(on.ops, [o, p]) for o, p in zip(outs, part, strict=True)] if outs else part

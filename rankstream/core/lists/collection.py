@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
-from rankstream.core.lists.base import WHOLE_LIST, ListKernel, exported, quiet, select_outputs
+from rankstream.core.lists.base import WHOLE_LIST, ListKernel, exported, quiet, select_sums
 from rankstream.core.lists.table import BY_NAME, names_doc, row_of
 from rankstream.core.state import kernel_config
 from rankstream.core.uncertainty import check_level
@@ -208,9 +208,8 @@ class ListMetrics:
         out: dict[str, Array] = {}
         with quiet():
             batch = first.read_batch(ctx, y_pred, y, mask, sample_weight)
-            outs = select_outputs(ctx, list(self._members.values()), batch)
-            for (name, kernel), per_list in zip(self._members.items(), outs, strict=True):
-                sums = kernel.reduce(ctx.ops, per_list)
+            every = select_sums(ctx, list(self._members.values()), batch)
+            for name, sums in zip(self._members, every, strict=True):
                 out.update({f"{self._keys[name]}__{field}": value for field, value in sums.items()})
         return exported(ctx.ops, out, flat)
 
