@@ -19,6 +19,7 @@ __all__ = [
     "HOST_BLOCKS",
     "IDEAL_PREFIX_FROM",
     "SELECTED_BYTES",
+    "SELECTED_ROW_BYTES",
     "SELECT_BLOCKS_FROM",
     "Selection",
     "join_rows",
@@ -51,6 +52,11 @@ ROW_BLOCK_MAX = 1 << 18
 #: update in one piece)
 SELECTED_BYTES = 32
 SELECT_SHARE = 5 / 32
+#: and a block's row at least :data:`SELECTED_ROW_BYTES`: its per-list arrays, ``(rows,)``
+#: counts, flags and values in float64 beside the ranked items' (measured: about 53 bytes a
+#: list where the precision of a list of 10 items needs a selection of depth 1); the ranked
+#: items' bytes cover them from a depth of a few items on
+SELECTED_ROW_BYTES = 128
 SELECT_BLOCKS_FROM = 1 << 14
 #: while a batch goes in blocks, a block's scratch tiles hold at most a
 #: :data:`BLOCK_TILE_SHARE`-th of the batch's values (``Workspace.cap``): a block's own
@@ -212,15 +218,17 @@ def selection_blocks(
 ) -> list[slice] | None:
     """The blocks of rows a batch is selected and evaluated in, at depth ``k`` (clipped to the
     list), where values are read back (eager: the batch size is known): None (the batch in one
-    piece) where the ``B x K`` selection is small at ``per_item`` bytes per ranked item (see
-    :data:`SELECT_SHARE`); else consecutive blocks of rows whose selection holds at most
-    :data:`SELECT_SHARE` of the scores' bytes. Reads only shapes and the scores' dtype."""
+    piece) where the ``B x K`` selection is small at ``per_item`` bytes per ranked item (at
+    least :data:`SELECTED_ROW_BYTES` a row; see :data:`SELECT_SHARE`); else consecutive blocks
+    of rows whose selection holds at most :data:`SELECT_SHARE` of the scores' bytes. Reads only
+    shapes and the scores' dtype."""
     shape = batch.scores.shape
     b, n = int(shape[0]), int(shape[1])
     items = b * min(k, n)
     if items < SELECT_BLOCKS_FROM:
         return None
     budget = int(b * n * (int(re.sub(r"\D", "", ctx.ops.dtype_name(batch.scores))) // 8) * SELECT_SHARE)
-    if items * per_item <= budget:
+    per_row = max(per_item * min(k, n), SELECTED_ROW_BYTES)
+    if b * per_row <= budget:
         return None
-    return row_slices(b, max(1, budget // (per_item * min(k, n))))
+    return row_slices(b, max(1, budget // per_row))
