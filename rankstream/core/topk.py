@@ -34,11 +34,10 @@ the kernel to count into the state (``compute()`` raises on them).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from rankstream.core.backends import Array, Context, Ops, Workspace
+from rankstream.core.backends import Array, Context, Ops, Workspace, value_bytes
 
 TIE_POLICIES = ("first", "random", "expected")
 
@@ -229,7 +228,7 @@ def _first_in_place(
     selected item (``ws.cap`` values where this is a block of a batch), so the sort's
     temporaries are those of a piece."""
     b, n = int(scores.shape[0]), int(scores.shape[1])
-    itemsize = int(re.sub(r"\D", "", ops.dtype_name(scores))) // 8
+    itemsize = value_bytes(ops, scores)
     # a block's tiles hold at most ws.cap values, a 16th of the batch's
     budget = (b * n // _TIE_SHARE if ws is None or ws.cap is None else ws.cap) * itemsize
     step = max(1, max(budget // _TIE_BYTES, _TIE_ITEMS_MIN) // int(vals.shape[1]))

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -281,6 +282,12 @@ class Runtime:
         ops = ops or get_ops(like)
         read = _READ_BACK.get() and ops.can_read(like)
         return Context(ops, bool(read), self.generator(ops), self.workspace)
+
+
+def value_bytes(ops: Ops, x: Array) -> int:
+    """Bytes of one value of the numeric array ``x`` (its dtype's bits over 8: ``float32`` 4,
+    ``bfloat16`` 2), read off :meth:`Ops.dtype_name`."""
+    return int(re.sub(r"\D", "", ops.dtype_name(x))) // 8
 
 
 def is_torch(x: Any) -> bool:

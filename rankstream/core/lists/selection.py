@@ -4,14 +4,13 @@ labels, the ranks' positions) and, under ``ties="expected"``, its tie groups."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from rankstream.core.backends import Array, Context, Ops
+from rankstream.core.backends import Array, Context, Ops, value_bytes
 from rankstream.core.inputs import ListBatch
 
 __all__ = [
@@ -227,7 +226,7 @@ def selection_blocks(
     items = b * min(k, n)
     if items < SELECT_BLOCKS_FROM:
         return None
-    budget = int(b * n * (int(re.sub(r"\D", "", ctx.ops.dtype_name(batch.scores))) // 8) * SELECT_SHARE)
+    budget = int(b * n * value_bytes(ctx.ops, batch.scores) * SELECT_SHARE)
     per_row = max(per_item * min(k, n), SELECTED_ROW_BYTES)
     if b * per_row <= budget:
         return None
