@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import enumeration as en
 import numpy as np
 import pytest
 import torch
@@ -36,54 +37,12 @@ KS = [1, 2, 3, 5, 8, 11]
 
 
 # -- the enumerating reference ------------------------------------------------------------
-def _rel(y: float, t: float | None) -> bool:
-    return y >= t if t is not None else y > 0
-
-
-def _gain(y: float, gain: str, t: float | None) -> float:
-    if t is not None and y < t:
-        y = 0.0
-    return 2.0**y - 1.0 if gain == "exp_rank" else y
-
-
 def one_ranking(name: str, ys: list[float], ws: list[float], k: int, opts: dict) -> float:
     """The metric of ONE ranking (``ys``, ``ws`` the labels and item weights of the list's
-    items in rank order), from its definition."""
-    t = opts.get("relevance_threshold")
-    n = len(ys)
-    kk = min(k, n)
-    rel = [1.0 if _rel(y, t) else 0.0 for y in ys]
-    n_rel = sum(rel)
-    if name in ("ndcg", "dcg"):
-        g = [w * _gain(y, opts.get("gain", "exp_rank"), t) for y, w in zip(ys, ws, strict=True)]
-        dcg = sum(g[j] / math.log2(j + 2) for j in range(kk))
-        if name == "dcg":
-            return dcg
-        ideal = sorted(g, reverse=True)
-        idcg = sum(ideal[j] / math.log2(j + 2) for j in range(kk))
-        return dcg / idcg if idcg > 0 else 0.0
-    if n_rel == 0:
-        return 0.0
-    hits = sum(rel[:kk])
-    if name == "precision":
-        return hits / (k if opts.get("denominator", "k") == "k" else kk)
-    if name == "recall":
-        return hits / n_rel
-    if name == "hit_rate":
-        return float(hits > 0)
-    if name == "reciprocal_rank":
-        return next((1.0 / (j + 1) for j in range(kk) if rel[j]), 0.0)
-    if name == "r_precision":
-        return sum(rel[: int(n_rel)]) / n_rel
-    if name == "map":
-        num, seen = 0.0, 0.0
-        for j in range(kk):
-            seen += rel[j]
-            num += ws[j] * rel[j] * seen / (j + 1)
-        wr = sorted((w * r for w, r in zip(ws, rel, strict=True)), reverse=True)
-        z = sum(wr) if opts.get("denominator", "min") == "all" else sum(wr[:kk])
-        return num / z if z > 0 else 0.0
-    raise AssertionError(name)
+    items in rank order), from its definition (:func:`enumeration.one_ranking`, the item
+    weights weighing the gains and AP's terms; DCG not divided by a list weight)."""
+    ranking = list(zip(ys, ws, strict=True))
+    return en.one_ranking(name, ranking, k, {**opts, "item_weighted": True, "list_weight": 1.0})
 
 
 def expected_over_orders(name: str, scores, labels, valid, iw, k: int, opts: dict) -> float:
@@ -410,17 +369,6 @@ def test_per_list_weights() -> None:
 
 
 # -- the metrics beyond the eight: F1, RBP (linear in the ranked relevance), ERR, AUC ----------
-def _one_ranking_more(name: str, ys: list[float], k: int, opts: dict) -> float:
-    """F1@k and RBP@k of ONE ranking from their definitions (relevance: label > 0)."""
-    rel = [1.0 if y > 0 else 0.0 for y in ys]
-    kk = min(k, len(ys))
-    if name == "f1":  # P@k over k, even past the list's end (ranx, trec_eval)
-        hits, n_rel = sum(rel[:kk]), sum(rel)
-        return 2.0 * hits / (k + n_rel) if hits else 0.0
-    gains = [y * r for y, r in zip(ys, rel, strict=True)] if opts.get("graded") else rel
-    return (1.0 - 0.8) * sum(gains[j] * 0.8**j for j in range(kk))
-
-
 @pytest.mark.parametrize("name", ["f1", "rbp", "rbp_graded"])
 def test_f1_and_rbp_equal_the_enumeration(name: str) -> None:
     scores, labels, valid, _ = tied_batch(seed=41, b=10, n=7)
@@ -438,7 +386,7 @@ def test_f1_and_rbp_equal_the_enumeration(name: str) -> None:
             levels = sorted({float(scores[i][j]) for j in items}, reverse=True)
             groups = [[j for j in items if float(scores[i][j]) == v] for v in levels]
             values = [
-                _one_ranking_more(base, [float(labels[i][j]) for o in orders for j in o], k, opts)
+                en.one_ranking(base, [(float(labels[i][j]), 1.0) for o in orders for j in o], k, opts)
                 for orders in itertools.product(*(itertools.permutations(g) for g in groups))
             ]
             assert got[i][0] == pytest.approx(math.fsum(values) / len(values), abs=1e-12), (name, k, i)
