@@ -316,7 +316,7 @@ def list_batch(
     y = as_array(ops, y, "y", y_pred)
     if len(y_pred.shape) != 2:
         raise ValueError(f"y_pred must be 2-D (batch, num_items), got shape {_shape(y_pred)}")
-    if static_list_size(y_pred) == 0:
+    if static_list_size(y_pred) == 0 and _shape(y_pred)[0] != 0:  # no list at all is a no-op
         raise ValueError(f"y_pred must have at least one item per list, got shape {_shape(y_pred)}")
     if not _same_shape(_shape(y), _shape(y_pred)):
         raise ValueError(
@@ -511,7 +511,7 @@ def rank_batch(
     if not ops.is_floating(y_pred):
         y_pred = ops.cast(y_pred, ops.acc_dtype(y_pred))
     b, n = _shape(y_pred)[0], static_list_size(y_pred, "num_candidates")
-    if n == 0:
+    if n == 0 and b != 0:  # no row at all is a no-op
         raise ValueError(f"y_pred must have at least one candidate per row, got shape {_shape(y_pred)}")
     target = labels = None
     if _shape(y) == (b,):

@@ -110,6 +110,13 @@ def split_flat(flat: Any, fields: Mapping[str, tuple[int, ...]]) -> dict[str, An
     return out
 
 
+def zero_sums(ops: Ops, fields: Mapping[Any, tuple[int, ...]], like: Any) -> dict[Any, Any]:
+    """Zeros for every field (``like``'s backend and device, its accumulation dtype): the sums
+    of a batch of no rows, which no pass needs to read."""
+    acc = ops.acc_dtype(like)
+    return {name: ops.zeros(shape, like, acc) for name, shape in fields.items()}
+
+
 def join_flat(ops: Ops, sums: Mapping[str, Any], fields: Mapping[str, tuple[int, ...]]) -> Any:
     """Concatenate field sums (in ``fields`` order) into one flat 1-D array."""
     return ops.ravel_concat([sums[name] for name in fields])

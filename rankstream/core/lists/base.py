@@ -73,7 +73,7 @@ from rankstream.core.lists.selection import (
     row_slices,
     selection_blocks,
 )
-from rankstream.core.state import check_sums, join_flat
+from rankstream.core.state import check_sums, join_flat, zero_sums
 from rankstream.core.topk import top_ranked
 from rankstream.core.uncertainty import (
     check_level,
@@ -734,6 +734,8 @@ def select_outputs(ctx: Context, kernels: list[ListKernel], batch: ListBatch) ->
     ``B x K`` past an 8th of the scores' bytes, at trec_eval's depth of 1,000 or a whole-list
     metric), the rows go in blocks (:func:`_by_blocks`): the temporaries are those of one
     block's selection, and the values those of the one selection, summed in another order."""
+    if batch.batch_size == 0:  # no list: nothing to read
+        return [_no_lists(ctx.ops, kernel, batch) for kernel in kernels]
     shared: dict[Any, Any] = {}
     k, blocks = _blocks_of(ctx, kernels, batch, shared)
     if blocks is not None:
@@ -748,6 +750,8 @@ def select_sums(ctx: Context, kernels: list[ListKernel], batch: ListBatch) -> li
     as they come and the blocks' sums added: the per-list arrays held are one block's. (A
     kernel's are about 18 bytes a list, its values, relevance and flags: in lists of 100 items,
     with a few kernels, about the scores' own size once joined over the batch.)"""
+    if batch.batch_size == 0:  # no list: nothing to read, the sums are zeros (an update's no-op)
+        return [zero_sums(ctx.ops, kernel.fields, batch.scores) for kernel in kernels]
     shared: dict[Any, Any] = {}
     k, blocks = _blocks_of(ctx, kernels, batch, shared)
     if blocks is not None and not any(kernel._weighs for kernel in kernels):
@@ -757,6 +761,13 @@ def select_sums(ctx: Context, kernels: list[ListKernel], batch: ListBatch) -> li
     else:
         outs = _outputs(ctx, kernels, batch, k, shared)
     return [kernel.reduce(ctx.ops, out) for kernel, out in zip(kernels, outs, strict=True)]
+
+
+def _no_lists(ops: Ops, kernel: ListKernel, batch: ListBatch) -> ListOutput:
+    """The per-list output of a batch of no list: every per-list array with 0 rows."""
+    values = ops.zeros((0, len(kernel.top_k)), batch.scores, ops.acc_dtype(batch.scores))
+    none = values[:, 0] > 0
+    return ListOutput(values, none, counted=none, weights=batch.weights)
 
 
 def _blocks_of(
