@@ -240,24 +240,33 @@ def as_array(ops: Ops, x: Any, name: str, like: Any = None) -> Array:
     return x
 
 
-def unpack_output(output: Any) -> tuple[Any, Any, Any, Any]:
+#: the keys of an update's input: its two arrays, and the options its third element may hold
+ARRAY_KEYS = ("y_pred", "y")
+OPTION_KEYS = ("mask", "sample_weight")
+
+
+def unpack_output(output: Any, options: tuple[str, ...] = OPTION_KEYS) -> tuple[Any, Any, Any, Any]:
     """Read ``(y_pred, y)``, ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping
     with keys ``y_pred``, ``y`` and optionally ``mask``, ``sample_weight``.
+
+    ``options``: the keys the caller's metric takes beside ``y_pred`` and ``y`` (what the
+    messages list); those outside :data:`OPTION_KEYS` it reads itself, and takes out of
+    ``output`` before (the Ignite metrics' query ids, ``indexes``).
 
     Returns ``(y_pred, y, mask, sample_weight)``.
     """
     extra: Mapping[str, Any] = {}
     if isinstance(output, Mapping):
-        missing = [k for k in ("y_pred", "y") if k not in output]
+        missing = [k for k in ARRAY_KEYS if k not in output]
         if missing:
             raise ValueError(
-                f"output mapping must have keys 'y_pred' and 'y', missing {missing}; "
+                f"output mapping must have keys {' and '.join(map(repr, ARRAY_KEYS))}, missing {missing}; "
                 f"got keys {sorted(output)}"
             )
-        unknown = sorted(set(output) - {"y_pred", "y", "mask", "sample_weight"})
+        unknown = sorted(set(output) - {*ARRAY_KEYS, *options})
         if unknown:
             raise ValueError(
-                f"output mapping has unknown keys {unknown}; allowed: y_pred, y, mask, sample_weight"
+                f"output mapping has unknown keys {unknown}; allowed: {', '.join((*ARRAY_KEYS, *options))}"
             )
         return output["y_pred"], output["y"], output.get("mask"), output.get("sample_weight")
     if not isinstance(output, Sequence) or isinstance(output, (str, bytes)):
@@ -268,16 +277,17 @@ def unpack_output(output: Any) -> tuple[Any, Any, Any, Any]:
         y_pred, y, extra = output
         if not isinstance(extra, Mapping):
             raise TypeError(
-                "the third element of output must be a dict with keys 'mask' and/or "
-                f"'sample_weight', got {_describe(extra)}"
+                f"the third element of output must be a dict with any of the keys {', '.join(options)}, "
+                f"got {_describe(extra)}"
             )
-        unknown = sorted(set(extra) - {"mask", "sample_weight"})
+        unknown = sorted(set(extra) - set(options))
         if unknown:
-            raise ValueError(f"output kwargs have unknown keys {unknown}; allowed: mask, sample_weight")
+            raise ValueError(f"output kwargs have unknown keys {unknown}; allowed: {', '.join(options)}")
     else:
         raise ValueError(
-            "output must be (y_pred, y) or (y_pred, y, {'mask': ..., 'sample_weight': ...}), "
-            f"got a sequence of length {len(output)}"
+            "output must be (y_pred, y) or (y_pred, y, {"
+            + ", ".join(f"{k!r}: ..." for k in options)
+            + f"}}), got a sequence of length {len(output)}"
         )
     return y_pred, y, extra.get("mask"), extra.get("sample_weight")
 
