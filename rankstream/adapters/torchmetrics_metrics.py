@@ -45,7 +45,7 @@ from torchmetrics import Metric
 
 from rankstream.adapters import torchmetrics_flat as by_rank
 from rankstream.adapters.ignite_derive import derived_class, parameters
-from rankstream.adapters.torchmetrics_flat import FlatQueries, flat_queries
+from rankstream.adapters.torchmetrics_flat import FlatQueries, checked_items, flat_queries
 from rankstream.adapters.torchmetrics_kernels import RETRIEVED, RetrievedMAPKernel, RetrievedRecallKernel
 from rankstream.core.grouping import check_query_mode, group_by_query, split_open_query
 from rankstream.core.lists.auc import AUCKernel, GAUCKernel
@@ -70,24 +70,6 @@ def _check_top_k(top_k: int | None) -> int | None:
     if top_k is not None and not (isinstance(top_k, int) and not isinstance(top_k, bool) and top_k > 0):
         raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
     return top_k
-
-
-def _items(
-    preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor, ignore_index: int | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
-    """The flat ``(indexes, preds, target)``, ``ignore_index`` removed, target as ``preds``'
-    dtype, and whether the target came as integers (no item, after ``ignore_index`` too: an
-    update that changes nothing, where torchmetrics raises); a ``ValueError`` on a non-finite
-    target or a NaN score."""
-    indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
-    if ignore_index is not None:
-        keep = target != ignore_index
-        indexes, preds, target = indexes[keep], preds[keep], target[keep]
-    if target.is_floating_point() and not bool(torch.isfinite(target).all()):
-        raise ValueError("target must be finite")
-    if bool(torch.isnan(preds).any()):
-        raise ValueError("preds must not hold NaN")
-    return indexes, preds, target.to(preds.dtype), not target.is_floating_point()
 
 
 class RetrievalListMetric(Metric):
@@ -195,7 +177,7 @@ class RetrievalListMetric(Metric):
         fq = flat_queries(
             (preds, target, indexes),
             self.ignore_index,
-            lambda: _items(preds, target, indexes, self.ignore_index),
+            lambda: checked_items(preds, target, indexes, self.ignore_index),
             self,
         )
         if fq.indexes.numel() == 0:  # no item: no value to check

@@ -436,7 +436,38 @@ def list_values_ok(
     return ok
 
 
-def check_list_values(sel: Any, negative_labels: str = "keep") -> Array | None:
+def nan_summary(nan: np.ndarray, item: str = "item") -> str:
+    """``"3 NaN scores (first at row 4, item 2 of a (16, 8) batch)"``: how many of the bool
+    array ``nan`` are True and where the first is (row-major), or ``"NaN scores"`` if none."""
+    count = int(np.count_nonzero(nan))
+    if count == 0:
+        return "NaN scores"
+    first = [int(i) for i in np.unravel_index(int(np.argmax(nan.reshape(-1))), nan.shape)]
+    at = (
+        f"row {first[0]}, {item} {first[1]}"
+        if nan.ndim == 2
+        else f"{item} {first[0]}"
+        if nan.ndim == 1
+        else f"index {tuple(first)}"
+    )
+    return f"{count} NaN score{'s' if count != 1 else ''} (first at {at} of a {tuple(nan.shape)} batch)"
+
+
+def nan_scores_error(
+    ops: Ops, scores: Array, valid: Array | None, among: str, item: str = "item", name: str = "y_pred"
+) -> ValueError:
+    """The ``ValueError`` of NaN ``scores`` among the items ``valid`` (None: every item) of a
+    batch, saying how many and where the first is (:func:`nan_summary`; ``among`` follows the
+    count). Built on the error path only, once a check riding on an existing read found a NaN:
+    it reads the batch back."""
+    nan = np.isnan(np.asarray(ops.to_numpy(scores)))
+    if valid is not None:
+        nan &= np.asarray(ops.to_numpy(valid), dtype=bool)
+    summary = nan_summary(nan, item).replace(" (", f" {among} (", 1) if among else nan_summary(nan, item)
+    return ValueError(f"{name} contains {summary}; NaN scores are not ranked")
+
+
+def check_list_values(sel: Any, batch: ListBatch, negative_labels: str = "keep") -> Array | None:
     """The value checks of a list batch (``sel`` a list metric's selection), which need the
     values: where they can be read back (``sel.ctx.read_back``) bad data raises
     ``ValueError`` naming the argument and ``None`` is returned; elsewhere nothing is read and
@@ -445,13 +476,14 @@ def check_list_values(sel: Any, negative_labels: str = "keep") -> Array | None:
 
     Bad data: NaN scores among a list's items; a per-list weight that is negative, NaN or
     infinite; a per-item weight of +inf; a NaN or infinite label on an item of the list (under
-    ``negative_labels="mask"`` NaN and -inf labels are padding already)."""
+    ``negative_labels="mask"`` NaN and -inf labels are padding already). ``batch``: the whole
+    batch ``sel`` selects from (or a block of rows of), where an error says NaN scores are."""
     ops = sel.ops
     w = sel.weights
     labels = sel.full_labels  # 0 on items not in the list
     if sel.nan_rows is None:  # the values were read back by the ranking: raise now
         if sel.has_nan:
-            raise ValueError("y_pred contains NaN scores (among the items in the lists)")
+            raise nan_scores_error(batch.ops, batch.scores, batch.valid, "among the items in the lists")
         if sel.values_ok:  # list_values_ok read True with the ranking's read: nothing is bad
             return None
         checks = [~ops.isfinite(ops.sum(labels))]  # cheap: a non-finite label makes it non-finite

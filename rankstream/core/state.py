@@ -74,7 +74,10 @@ def check_sums(sums: Mapping[str, Any], name: str, weight: str, unit: str, bad_d
         raise ValueError(
             f"{name}: {int(bad)} {unit}(s) had {bad_data}; they were left out of the sums. On "
             "accelerators and under jit, update() does not read values back (no device sync), so "
-            f"such {unit}s are counted and reported here instead of raising in update()."
+            f"such {unit}s are counted and reported here instead of raising in update(). To find "
+            "them, update with the same batches on the CPU or eagerly: update() then raises at the "
+            "first bad batch, naming what is bad (for NaN scores: how many, and the first one's row "
+            "and item)."
         )
     if not float(np.asarray(sums[weight])) > 0:
         need, seen = what.split(";")

@@ -212,13 +212,14 @@ def exported(ops: Ops, sums: Mapping[str, Array], flat: Mapping[str, tuple[int, 
     return {name: ops.export(value) for name, value in sums.items()}
 
 
-def checked_values(sel: Selection, negative_labels: str) -> Array | None:
+def checked_values(sel: Selection, negative_labels: str, batch: ListBatch) -> Array | None:
     """:func:`~rankstream.core.inputs.check_list_values` of a selection, skipped where the
     values were read back, no score is NaN and the labels and weights are fine: as the
     ranking's one read found (``list_values_ok`` of every label, masked or not), or, under a
     mask, as a second look at the labels of the lists' items finds (row sums over the mask,
     tile by tile). The full check reads the masked labels (:attr:`Selection.full_labels`, a
-    full-size copy under a mask): it runs only where something is bad."""
+    full-size copy under a mask): it runs only where something is bad. ``batch``: the whole
+    batch (``sel`` may select a block of its rows), where an error locates NaN scores."""
     if sel.nan_rows is None and not sel.has_nan:
         if sel.values_ok:
             return None
@@ -229,7 +230,7 @@ def checked_values(sel: Selection, negative_labels: str) -> Array | None:
             ok = list_values_ok(ops, sums, sel.weights, sel.batch_item_weights, sel.full_valid, ws)
             if ops.host_bools(ok)[0]:
                 return None
-    return check_list_values(sel, negative_labels)
+    return check_list_values(sel, batch, negative_labels)
 
 
 #: per number of a field's dimensions, the index that turns a (B,) array into (B, 1, ...)
@@ -788,7 +789,7 @@ def _outputs(
     """Every kernel's :meth:`ListKernel.outputs` of the batch in one piece."""
     first = kernels[0]
     sel = first.selection(ctx, batch, k=k, shared=shared)
-    invalid = checked_values(sel, first.conventions.negative_labels)
+    invalid = checked_values(sel, first.conventions.negative_labels, batch)
     return [kernel.outputs(sel, invalid) for kernel in kernels]
 
 
@@ -851,7 +852,7 @@ def _blocks_joined(
             held = (None if a is None else on.ops.asarray(a) for a in _batch_arrays(block))
             block = ListBatch(on.ops, *held)
         sel = first.selection(on, block, k=_depth(on, kernels, block, shared), shared=shared)
-        invalid = checked_values(sel, first.conventions.negative_labels)
+        invalid = checked_values(sel, first.conventions.negative_labels, batch)
         part = [kernel.list_outputs(sel, invalid) for kernel in kernels]
         del sel
         if reduce:
