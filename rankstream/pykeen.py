@@ -49,6 +49,7 @@ import numpy as np
 from rankstream.core.ranks import families as _family
 from rankstream.core.ranks.evaluation import (
     AffineTransformationParameters,
+    MetricMetadata,
     NoClosedFormError,
     RandomRankingMoments,
     ValueRange,
@@ -111,39 +112,20 @@ __all__ = [
 ]
 
 
-class RankBasedMetric(RandomRankingMoments, ABC):
+class RankBasedMetric(RandomRankingMoments, MetricMetadata, ABC):
     """A metric computed from the ranks of the true items of independent ranking tasks.
 
-    Its moments under random ranking (:meth:`expected_value`, :meth:`variance`, :meth:`std`)
-    come from closed forms where the metric has them, else from sampled ranks
+    Its metadata are PyKEEN's (:class:`~rankstream.core.ranks.evaluation.MetricMetadata`:
+    ``name``, ``synonyms``, ``value_range``, ``increasing``, ``get_link()``, ...). Its moments
+    under random ranking (:meth:`expected_value`, :meth:`variance`, :meth:`std`) come from
+    closed forms where the metric has them, else from sampled ranks
     (:meth:`get_sampled_values`, :meth:`numeric_expected_value`, :meth:`numeric_variance`, and
     their bootstrap intervals)."""
 
-    #: display name (as in PyKEEN)
-    name: ClassVar[str]
-    #: one-line description (see :meth:`get_description`)
-    description: ClassVar[str] = ""
-    #: alternative names accepted by :func:`resolve` (as in PyKEEN)
-    synonyms: ClassVar[Collection[str]] = ()
-    #: the values the metric can take
-    value_range: ClassVar[ValueRange]
-    #: whether larger values are better
-    increasing: ClassVar[bool]
-    #: whether the metric needs binarized scores (never, for rank-based metrics)
-    binarize: ClassVar[bool] = False
-    #: whether ``expected_value`` has a closed form
-    closed_expectation: ClassVar[bool] = False
-    #: whether ``variance`` has a closed form
-    closed_variance: ClassVar[bool] = False
-    #: whether per-task weights are supported
-    supports_weights: ClassVar[bool] = False
     #: whether ``__call__`` needs the number of candidates of each task
     needs_candidates: ClassVar[bool] = False
     #: the rank types (optimistic / realistic / pessimistic) the metric may be applied to
     supported_rank_types: ClassVar[Collection[str]] = RANK_TYPES
-    #: data-dependent bounds shown by :meth:`get_range` instead of the numeric ones
-    tight_lower: ClassVar[str | None] = None
-    tight_upper: ClassVar[str | None] = None
     #: the rank family a base metric evaluates (:mod:`rankstream.core.ranks.families`)
     family: ClassVar[RankFamily | None] = None
 
@@ -157,28 +139,9 @@ class RankBasedMetric(RandomRankingMoments, ABC):
             return self.family.key(getattr(self, "k", None))
         return camel_to_snake(type(self).__name__)
 
-    @classmethod
-    def get_description(cls) -> str:
-        """A one-line description of the metric."""
-        if cls.description:
-            return cls.description
-        return (cls.__doc__ or cls.__name__).strip().splitlines()[0]
-
-    @classmethod
-    def get_range(cls) -> str:
-        """Interval notation of the value range (with data-dependent bounds where tight)."""
-        return cls.value_range.notate(cls.tight_lower, cls.tight_upper).replace("inf", "∞")
-
-    def iter_extra_repr(self) -> Iterable[str]:
-        """Components of the ``repr`` beyond the class name."""
-        return ()
-
-    def extra_repr(self) -> str:
-        """The part of the ``repr`` inside the parentheses."""
-        return ", ".join(self.iter_extra_repr())
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.extra_repr()})"
+    def _takes_weights(self) -> bool:
+        """Whether ``__call__`` takes weights (a derived metric's base decides)."""
+        return self.supports_weights
 
     # -- evaluation -------------------------------------------------------------------------
     @abstractmethod
@@ -189,7 +152,7 @@ class RankBasedMetric(RandomRankingMoments, ABC):
 
     def __call__(self, ranks: Any, num_candidates: Any = None, weights: Any = None) -> float:
         """Evaluate the metric on ranks (any shape; ``num_candidates``/``weights`` alike)."""
-        if weights is not None and not self.supports_weights:
+        if weights is not None and not self._takes_weights():
             raise ValueError(f"{type(self).__name__} does not support weights, got weights")
         if self.needs_candidates and num_candidates is None:
             raise ValueError(f"{type(self).__name__} requires num_candidates, got None")
@@ -199,6 +162,13 @@ class RankBasedMetric(RandomRankingMoments, ABC):
 
 # ==========================================================================================
 # base metrics
+
+#: where the metrics are described (PyKEEN's links): its evaluation tutorial, the paper of the
+#: chance-adjusted metrics (Hoyt et al. 2022) and that of the adjusted mean rank (Berrendorf et
+#: al. 2020)
+_EVALUATION = "https://pykeen.readthedocs.io/en/stable/tutorial/understanding_evaluation.html"
+_ADJUSTED = "https://arxiv.org/abs/2203.07544"
+_MEAN_RANK_INDEX = "https://arxiv.org/abs/2002.06914"
 
 
 class _FamilyMetric(RankBasedMetric):
@@ -233,6 +203,7 @@ class HitsAtK(_FamilyMetric):
     """
 
     name = "Hits @ K"
+    link = f"{_EVALUATION}#hits-k"
     description = "Fraction of ranking tasks whose true item is ranked within the top k."
     value_range = ValueRange(lower=0, lower_inclusive=True, upper=1, upper_inclusive=True)
     synonyms: ClassVar[Collection[str]] = ("h@k", "hits@k", "h@", "hits@", "hits_at_", "h_at_")
@@ -253,6 +224,7 @@ class InverseHarmonicMeanRank(_FamilyMetric):
     """
 
     name = "Mean Reciprocal Rank (MRR)"
+    link = "https://en.wikipedia.org/wiki/Mean_reciprocal_rank"
     description = "Mean of the reciprocal ranks, i.e. the inverse of the harmonic mean rank."
     value_range = ValueRange(lower=0, lower_inclusive=False, upper=1, upper_inclusive=True)
     synonyms: ClassVar[Collection[str]] = ("mean_reciprocal_rank", "mrr")
@@ -270,6 +242,7 @@ class GeometricMeanRank(_FamilyMetric):
     """
 
     name = "Geometric Mean Rank (GMR)"
+    link = _ADJUSTED
     description = "Geometric mean of the ranks."
     value_range = ValueRange(lower=1, lower_inclusive=True, upper=math.inf)
     synonyms: ClassVar[Collection[str]] = ("gmr",)
@@ -284,6 +257,7 @@ class ArithmeticMeanRank(_FamilyMetric):
     """
 
     name = "Mean Rank (MR)"
+    link = f"{_EVALUATION}#mean-rank"
     description = "Arithmetic mean of the ranks."
     value_range = ValueRange(lower=1, lower_inclusive=True, upper=math.inf)
     synonyms: ClassVar[Collection[str]] = ("mean_rank", "mr")
@@ -302,10 +276,9 @@ class DerivedRankBasedMetric(RankBasedMetric):
     ``E[M*] = scale E[M] + offset`` and ``Var[M*] = scale^2 Var[M]``.
     """
 
-    #: the base metric class
-    base_cls: ClassVar[type[RankBasedMetric]]
+    #: the base metric class (None on the generic transforms: PyKEEN's default, the MRR)
+    base_cls: ClassVar[type[RankBasedMetric] | None] = None
     needs_candidates = True
-    supported_rank_types: ClassVar[Collection[str]] = (RANK_REALISTIC,)
     #: moments that are constants by construction (``"expectation"`` / ``"variance"`` -> value);
     #: the others follow from the base metric's
     _constant_moments: ClassVar[Mapping[str, float]] = {}
@@ -323,12 +296,14 @@ class DerivedRankBasedMetric(RankBasedMetric):
 
         Args:
             base_cls: the base metric: None (the class's own, e.g. `HitsAtK` for
-                `AdjustedHitsAtK`), a `RankBasedMetric` subclass, or a name `resolve` knows.
+                `AdjustedHitsAtK`; the MRR for the generic `ZMetric`, `ReindexedMetric` and
+                `ExpectationNormalizedMetric`, as in PyKEEN), a `RankBasedMetric` subclass, or
+                a name `resolve` knows.
             **kwargs: the base metric's constructor arguments (``k`` for Hits@k; none for
                 MRR, GMR and mean rank), forwarded as they are.
         """
         if base_cls is None:
-            self.base = self.base_cls(**kwargs)
+            self.base = (self.base_cls or InverseHarmonicMeanRank)(**kwargs)
         elif isinstance(base_cls, str):
             self.base = resolve(base_cls, **kwargs)
         else:
@@ -342,8 +317,8 @@ class DerivedRankBasedMetric(RankBasedMetric):
         except AttributeError:
             raise AttributeError(f"{type(self).__name__} has no k (base {self.base!r})") from None
 
-    def iter_extra_repr(self) -> Iterable[str]:
-        yield from self.base.iter_extra_repr()
+    def _takes_weights(self) -> bool:
+        return self.base._takes_weights()
 
     @abstractmethod
     def get_coefficients(self, num_candidates: Any, weights: Any = None) -> AffineTransformationParameters:
@@ -388,6 +363,7 @@ class ReindexedMetric(DerivedRankBasedMetric):
     r"""``(M - E[M]) / (1 - E[M])``: 0 in expectation, 1 at the optimum, larger is better."""
 
     increasing = True
+    supported_rank_types: ClassVar[Collection[str]] = (RANK_REALISTIC,)
     #: at most 1 (the optimum); the lower bound depends on the data
     value_range = ValueRange(lower=None, lower_inclusive=False, upper=1, upper_inclusive=True)
     tight_lower: ClassVar[str | None] = r"\frac{-E[f]}{1-E[f]}"
@@ -403,6 +379,7 @@ class ZMetric(DerivedRankBasedMetric):
     r"""``(M - E[M]) / sqrt(Var[M])``, negated for decreasing base metrics (larger is better)."""
 
     increasing = True
+    supported_rank_types: ClassVar[Collection[str]] = (RANK_REALISTIC,)
     value_range = ValueRange(lower=None, upper=None)
     closed_expectation = True
     closed_variance = True
@@ -435,6 +412,7 @@ class AdjustedHitsAtK(ReindexedMetric, base=HitsAtK):
     """
 
     name = "Adjusted Hits at K"
+    link = _ADJUSTED
     description = "Hits@k re-indexed so that random ranking scores 0 and perfect ranking 1."
     synonyms: ClassVar[Collection[str]] = (
         "ahk",
@@ -455,6 +433,7 @@ class ZHitsAtK(ZMetric, base=HitsAtK):
     """z-scored Hits@k (``key`` is ``"z_hits_at_k"`` whatever ``k`` is, as in PyKEEN)."""
 
     name = "z-Hits at K"
+    link = _ADJUSTED
     description = "Hits@k standardised by its mean and standard deviation under random ranking."
     synonyms: ClassVar[Collection[str]] = ("z_hits_at_", "zahk")
 
@@ -466,6 +445,7 @@ class AdjustedInverseHarmonicMeanRank(ReindexedMetric, base=InverseHarmonicMeanR
     """Re-indexed MRR, ``(MRR - E[MRR]) / (1 - E[MRR])``."""
 
     name = "Adjusted Inverse Harmonic Mean Rank"
+    link = _ADJUSTED
     description = "MRR re-indexed so that random ranking scores 0 and perfect ranking 1."
     synonyms: ClassVar[Collection[str]] = (
         "amrr",
@@ -479,6 +459,7 @@ class ZInverseHarmonicMeanRank(ZMetric, base=InverseHarmonicMeanRank):
     """z-scored MRR."""
 
     name = "z-Mean Reciprocal Rank (zMRR)"
+    link = _ADJUSTED
     description = "MRR standardised by its mean and standard deviation under random ranking."
     synonyms: ClassVar[Collection[str]] = ("zmrr", "zihmr")
 
@@ -487,6 +468,7 @@ class AdjustedGeometricMeanRankIndex(ReindexedMetric, base=GeometricMeanRank):
     """Re-indexed GMR, ``(GMR - E[GMR]) / (1 - E[GMR])`` (1 is the best GMR)."""
 
     name = "Adjusted Geometric Mean Rank Index (AGMRI)"
+    link = _MEAN_RANK_INDEX
     description = "Geometric mean rank re-indexed so that random ranking scores 0 and perfect ranking 1."
     synonyms: ClassVar[Collection[str]] = ("gmri", "agmri")
 
@@ -495,6 +477,7 @@ class ZGeometricMeanRank(ZMetric, base=GeometricMeanRank):
     """z-scored GMR (sign flipped: larger is better)."""
 
     name = "z-Geometric Mean Rank (zGMR)"
+    link = _ADJUSTED
     description = "Geometric mean rank standardised under random ranking, larger is better."
     synonyms: ClassVar[Collection[str]] = ("zgmr",)
 
@@ -503,6 +486,7 @@ class AdjustedArithmeticMeanRankIndex(ReindexedMetric, base=ArithmeticMeanRank):
     """Re-indexed mean rank, ``(MR - E[MR]) / (1 - E[MR])``, in ``[-1, 1]``."""
 
     name = "Adjusted Arithmetic Mean Rank Index (AAMRI)"
+    link = _MEAN_RANK_INDEX
     description = "Mean rank re-indexed so that random ranking scores 0 and perfect ranking 1."
     synonyms: ClassVar[Collection[str]] = ("adjusted_mean_rank_index", "amri", "aamri")
     value_range = ValueRange(lower=-1, lower_inclusive=True, upper=1, upper_inclusive=True)
@@ -513,9 +497,11 @@ class AdjustedArithmeticMeanRank(ExpectationNormalizedMetric, base=ArithmeticMea
     """Mean rank divided by its expectation, in ``[0, 2)``, smaller is better."""
 
     name = "Adjusted Arithmetic Mean Rank (AAMR)"
+    link = _MEAN_RANK_INDEX
     description = "Mean rank divided by its expected value under random ranking."
     synonyms: ClassVar[Collection[str]] = ("adjusted_mean_rank", "amr", "aamr")
     value_range = ValueRange(lower=0, lower_inclusive=True, upper=2, upper_inclusive=False)
+    supported_rank_types: ClassVar[Collection[str]] = (RANK_REALISTIC,)
     increasing = False
 
 
@@ -523,6 +509,7 @@ class ZArithmeticMeanRank(ZMetric, base=ArithmeticMeanRank):
     """z-scored mean rank (sign flipped: larger is better)."""
 
     name = "z-Mean Rank (zMR)"
+    link = _ADJUSTED
     description = "Mean rank standardised under random ranking, larger is better."
     synonyms: ClassVar[Collection[str]] = ("zamr", "zmr")
 

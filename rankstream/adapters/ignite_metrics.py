@@ -30,7 +30,7 @@ from ignite.metrics.metric import EpochWise, Metric, MetricUsage, reinit__is_red
 from rankstream.adapters.ignite_derive import docstring
 from rankstream.core.backends import torch_ops
 from rankstream.core.grouping import group_by_query
-from rankstream.core.inputs import as_array, unpack_output
+from rankstream.core.inputs import ARRAY_KEYS, OPTION_KEYS, as_array, unpack_output
 from rankstream.core.query_stream import Kept, QueryStream
 from rankstream.core.state import (
     Kernel,
@@ -80,23 +80,25 @@ def _to_tensor(x: Any, name: str) -> Any:
     return as_array(torch_ops(), x, name)
 
 
-_OUTPUT_KEYS = ("y_pred", "y", "mask", "sample_weight")
+_OUTPUT_KEYS = (*ARRAY_KEYS, *OPTION_KEYS)
+#: the key of the query ids (one per flat item) in an update input, beside :data:`_OUTPUT_KEYS`
+QUERY_IDS = "indexes"
 
 
 def _query_ids(output: Any) -> tuple[Any, Any]:
-    """``(output without its query ids, the ids or None)``: ``indexes`` (one query id per item)
-    in the output mapping or in the third element's dict."""
-    if isinstance(output, Mapping) and "indexes" in output:
-        return {k: v for k, v in output.items() if k != "indexes"}, output["indexes"]
+    """``(output without its query ids, the ids or None)``: :data:`QUERY_IDS` (one query id
+    per item) in the output mapping or in the third element's dict."""
+    if isinstance(output, Mapping) and QUERY_IDS in output:
+        return {k: v for k, v in output.items() if k != QUERY_IDS}, output[QUERY_IDS]
     if (
         isinstance(output, Sequence)
         and not isinstance(output, (str, bytes))
         and len(output) == 3
         and isinstance(output[2], Mapping)
-        and "indexes" in output[2]
+        and QUERY_IDS in output[2]
     ):
-        extra = {k: v for k, v in output[2].items() if k != "indexes"}
-        return (output[0], output[1], extra), output[2]["indexes"]
+        extra = {k: v for k, v in output[2].items() if k != QUERY_IDS}
+        return (output[0], output[1], extra), output[2][QUERY_IDS]
     return output, None
 
 
@@ -104,14 +106,14 @@ def _check_flat_output(y_pred: Any, y: Any, mask: Any, weight: Any) -> None:
     """Flat items ``(N,)`` come without a mask or weights (a ``ValueError`` otherwise)."""
     if mask is not None or weight is not None:
         raise ValueError(
-            "with indexes (flat items grouped by query) the output takes no mask or sample_weight: "
+            f"with {QUERY_IDS} (flat items grouped by query) the output takes no {' or '.join(OPTION_KEYS)}: "
             f"got mask={'given' if mask is not None else None}, "
             f"sample_weight={'given' if weight is not None else None}"
         )
     for name, x in (("y_pred", y_pred), ("y", y)):
         if x is None or x.ndim != 1:
             raise ValueError(
-                f"with indexes, {name} must be flat items of shape (num_items,), got shape "
+                f"with {QUERY_IDS}, {name} must be flat items of shape (num_items,), got shape "
                 f"{None if x is None else tuple(x.shape)}"
             )
 
@@ -127,10 +129,10 @@ def _engine_mapping(output: Mapping[str, Any], metric: str) -> dict[str, Any]:
     ]
     if odd:
         raise ValueError(
-            f"{metric}: the engine's output mapping has keys {odd}; the metric reads 'y_pred', 'y', "
-            f"'mask', 'sample_weight' and 'indexes' (got keys {sorted(map(str, output))})"
+            f"{metric}: the engine's output mapping has keys {odd}; the metric reads "
+            f"{', '.join(map(repr, (*_OUTPUT_KEYS, QUERY_IDS)))} (got keys {sorted(map(str, output))})"
         )
-    return {k: output[k] for k in (*_OUTPUT_KEYS, "indexes") if k in output}
+    return {k: output[k] for k in (*_OUTPUT_KEYS, QUERY_IDS) if k in output}
 
 
 def _engine_side(batch: Any, metric: str) -> Any:
@@ -327,6 +329,12 @@ class KernelMetric(Metric):
             return False
         return bool(getattr(self._kernel, "sides", None))
 
+    @property
+    def _options(self) -> tuple[str, ...]:
+        """The keys an update input takes beside ``y_pred`` and ``y``: the mask, the sample
+        weight and the query ids; the query ids alone where ``query_mode`` is not ``"whole"``."""
+        return (*OPTION_KEYS, QUERY_IDS) if self.query_mode == "whole" else (QUERY_IDS,)
+
     def _batch_flat(self, output: Any) -> torch.Tensor:
         """The flat sums of one ``update`` input (of the queries it closes, with query ids)."""
         return self._batch(output)[0]
@@ -335,7 +343,7 @@ class KernelMetric(Metric):
         """``(the flat sums of one update input, the query stream's next content or None)``:
         nothing changes here (see :meth:`update`)."""
         plain = type(output) is tuple and (  # (y_pred, y[, options]): no sides, no query ids
-            len(output) == 2 or (len(output) == 3 and type(output[2]) is dict and "indexes" not in output[2])
+            len(output) == 2 or (len(output) == 3 and type(output[2]) is dict and QUERY_IDS not in output[2])
         )
         if not plain and self._side_output(output):
             batches = self._kernel.side_batches(output)
@@ -352,17 +360,18 @@ class KernelMetric(Metric):
             return flat.to(device=self._device, dtype=self._dtype()), None
         output, indexes = (output, None) if plain else _query_ids(output)
         y_pred, y, mask, weight = (
-            _to_tensor(v, k) for k, v in zip(_OUTPUT_KEYS, unpack_output(output), strict=True)
+            _to_tensor(v, k) for k, v in zip(_OUTPUT_KEYS, unpack_output(output, self._options), strict=True)
         )
         if indexes is None:
             if self.query_mode != "whole":
                 raise ValueError(
                     f"{type(self).__name__}(query_mode={self.query_mode!r}) reads flat items with query ids: "
-                    'give the output as (y_pred, y, {"indexes": ids}) or a mapping with the key "indexes"'
+                    f'give the output as (y_pred, y, {{"{QUERY_IDS}": ids}}) or a mapping with the key '
+                    f'"{QUERY_IDS}"'
                 )
             return self._lists_flat(y_pred, y, mask, weight), None
         _check_flat_output(y_pred, y, mask, weight)
-        ready, kept = self._queries.feed(_to_tensor(indexes, "indexes"), y_pred, y)
+        ready, kept = self._queries.feed(_to_tensor(indexes, QUERY_IDS), y_pred, y)
         if ready is None:  # query_mode="any": kept until compute()
             return torch.zeros(flat_size(self._fields), dtype=self._dtype(), device=self._device), kept
         return self._queries_flat(ready), kept

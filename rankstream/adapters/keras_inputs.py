@@ -136,15 +136,23 @@ def in_keras_terms(exc: Exception) -> Exception:
     return exc if message == exc.args[0] else type(exc)(message)
 
 
+#: the keys of ``y_true`` as a dict (without query ids)
+LABEL_KEYS = ("labels", "mask")
+
+
+def _quoted(keys: tuple[str, ...]) -> str:
+    return ", ".join(f'"{k}"' for k in keys)
+
+
 def _labels_and_mask(y_true: Any) -> tuple[Any, Any]:
     """``y_true`` as Keras metrics take it: labels, or ``{"labels": y, "mask": m}``."""
     if not isinstance(y_true, Mapping):
         return y_true, None
     if "labels" not in y_true:
         raise ValueError(f'y_true as a dict must have the key "labels", got keys {sorted(y_true)}')
-    unknown = sorted(set(y_true) - {"labels", "mask"})
+    unknown = sorted(set(y_true) - set(LABEL_KEYS))
     if unknown:
-        raise ValueError(f'y_true as a dict has unknown keys {unknown}; allowed: "labels", "mask"')
+        raise ValueError(f"y_true as a dict has unknown keys {unknown}; allowed: {_quoted(LABEL_KEYS)}")
     return y_true["labels"], y_true.get("mask")
 
 
@@ -294,8 +302,8 @@ def query_inputs(
         unknown = sorted(set(map(str, y_true)) - set(QUERY_KEYS))
         if unknown or "labels" not in y_true or "indexes" not in y_true:
             raise ValueError(
-                'with query_ids=True, y_true as a dict needs the keys "labels" and "indexes" (and may '
-                f'have "mask"), got keys {sorted(map(str, y_true))}'
+                'with query_ids=True, y_true as a dict needs the keys "labels" and "indexes" (allowed: '
+                f"{_quoted(QUERY_KEYS)}), got keys {sorted(map(str, y_true))}"
             )
         labels = checked_tensor(y_true["labels"], 'y_true["labels"]')
         ids = checked_tensor(y_true["indexes"], 'y_true["indexes"]')

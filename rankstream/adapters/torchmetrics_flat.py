@@ -1,6 +1,7 @@
 """Per-query values of the torchmetrics adapter's common metrics read off the flat items by
 comparison, with no ``topk`` and no sort of the queries' items.
 
+:func:`checked_items` checks one batch's flat items (a NaN score raises, saying where);
 :class:`FlatQueries` holds one batch of checked flat items (whole queries) and computes, once
 and on demand, what several metrics read: the items sorted by query id (stable), the run
 lengths, the scores padded to ``(Q, L)`` with ``-inf``, per-query counts, and the rank of each
@@ -40,7 +41,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
+
+from rankstream.core.inputs import nan_summary
 
 _COUNT = torch.int32
 #: the most values compared at a time when ranking the relevant items (rows of ``L``): a
@@ -51,6 +55,39 @@ CHUNK = 1 << 16
 #: top-k (or sort) of the padded lists, which then evaluates the batch (one thread, queries
 #: of 20 to 180 items: the two met near 7 items per query at ``k = 10`` and 40 without ``k``)
 DENSE_TOP_K, DENSE_WHOLE = 8, 32
+
+
+def checked_items(
+    preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor, ignore_index: int | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+    """The flat ``(indexes, preds, target)``, ``ignore_index`` removed, target as ``preds``'
+    dtype, and whether the target came as integers (no item, after ``ignore_index`` too: an
+    update that changes nothing, where torchmetrics raises); a ``ValueError`` on a non-finite
+    target or a NaN score."""
+    given = (preds, target, indexes)
+    indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
+    if ignore_index is not None:
+        keep = target != ignore_index
+        indexes, preds, target = indexes[keep], preds[keep], target[keep]
+    if target.is_floating_point() and not bool(torch.isfinite(target).all()):
+        raise ValueError("target must be finite")
+    if bool(torch.isnan(preds).any()):
+        raise nan_error(*given, ignore_index)
+    return indexes, preds, target.to(preds.dtype), not target.is_floating_point()
+
+
+def nan_error(
+    preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor, ignore_index: int | None
+) -> ValueError:
+    """The error of NaN ``preds`` (the error path): how many among the items not ignored, the
+    first one's place in ``preds`` as given and its query id."""
+    nan = torch.isnan(preds) if ignore_index is None else torch.isnan(preds) & (target != ignore_index)
+    nan = nan.detach().cpu().numpy()
+    first = int(np.argmax(nan.reshape(-1)))
+    query = int(indexes.reshape(-1)[first])
+    among = "" if ignore_index is None else f" among the items not ignored (target != {ignore_index})"
+    summary = nan_summary(nan).replace(" (", f"{among} (", 1).replace(" batch)", f" batch, query id {query})")
+    return ValueError(f"preds contains {summary}; NaN scores are not ranked")
 
 
 class FlatQueries:

@@ -45,7 +45,7 @@ from torchmetrics import Metric
 
 from rankstream.adapters import torchmetrics_flat as by_rank
 from rankstream.adapters.ignite_derive import derived_class, parameters
-from rankstream.adapters.torchmetrics_flat import FlatQueries, flat_queries
+from rankstream.adapters.torchmetrics_flat import FlatQueries, checked_items, flat_queries
 from rankstream.adapters.torchmetrics_kernels import RETRIEVED, RetrievedMAPKernel, RetrievedRecallKernel
 from rankstream.core.grouping import check_query_mode, group_by_query, split_open_query
 from rankstream.core.lists.auc import AUCKernel, GAUCKernel
@@ -70,25 +70,6 @@ def _check_top_k(top_k: int | None) -> int | None:
     if top_k is not None and not (isinstance(top_k, int) and not isinstance(top_k, bool) and top_k > 0):
         raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
     return top_k
-
-
-def _items(
-    preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor, ignore_index: int | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
-    """The flat ``(indexes, preds, target)``, ``ignore_index`` removed, target as ``preds``'
-    dtype, and whether the target came as integers; a ``ValueError`` on no item, a non-finite
-    target or a NaN score."""
-    indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
-    if ignore_index is not None:
-        keep = target != ignore_index
-        indexes, preds, target = indexes[keep], preds[keep], target[keep]
-    if indexes.numel() == 0:
-        raise ValueError("preds, target and indexes must hold at least one item (after ignore_index)")
-    if target.is_floating_point() and not bool(torch.isfinite(target).all()):
-        raise ValueError("target must be finite")
-    if bool(torch.isnan(preds).any()):
-        raise ValueError("preds must not hold NaN")
-    return indexes, preds, target.to(preds.dtype), not target.is_floating_point()
 
 
 class RetrievalListMetric(Metric):
@@ -196,9 +177,11 @@ class RetrievalListMetric(Metric):
         fq = flat_queries(
             (preds, target, indexes),
             self.ignore_index,
-            lambda: _items(preds, target, indexes, self.ignore_index),
+            lambda: checked_items(preds, target, indexes, self.ignore_index),
             self,
         )
+        if fq.indexes.numel() == 0:  # no item: no value to check
+            return fq
         if not self.graded and (bad := fq.bad_binary()) is not None:
             raise ValueError(f"target must hold binary values (0 or 1) for {type(self).__name__}, got {bad}")
         if self.graded and (low := fq.target_min()) < 0:
@@ -275,8 +258,10 @@ class RetrievalListMetric(Metric):
     def update(self, preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor) -> None:
         """Add a batch of flat items: ``preds`` (scores), ``target`` (relevance) and ``indexes``
         (the query id of each item), one shape for the three. Bad input raises before the
-        state changes."""
+        state changes; no item (after ``ignore_index`` too) changes nothing."""
         fq = self._flat(preds, target, indexes)
+        if fq.indexes.numel() == 0:
+            return
         if self.query_mode == "whole":
             self._add(self._stats_of(fq))
             return

@@ -240,24 +240,33 @@ def as_array(ops: Ops, x: Any, name: str, like: Any = None) -> Array:
     return x
 
 
-def unpack_output(output: Any) -> tuple[Any, Any, Any, Any]:
+#: the keys of an update's input: its two arrays, and the options its third element may hold
+ARRAY_KEYS = ("y_pred", "y")
+OPTION_KEYS = ("mask", "sample_weight")
+
+
+def unpack_output(output: Any, options: tuple[str, ...] = OPTION_KEYS) -> tuple[Any, Any, Any, Any]:
     """Read ``(y_pred, y)``, ``(y_pred, y, {"mask": m, "sample_weight": w})`` or a mapping
     with keys ``y_pred``, ``y`` and optionally ``mask``, ``sample_weight``.
+
+    ``options``: the keys the caller's metric takes beside ``y_pred`` and ``y`` (what the
+    messages list); those outside :data:`OPTION_KEYS` it reads itself, and takes out of
+    ``output`` before (the Ignite metrics' query ids, ``indexes``).
 
     Returns ``(y_pred, y, mask, sample_weight)``.
     """
     extra: Mapping[str, Any] = {}
     if isinstance(output, Mapping):
-        missing = [k for k in ("y_pred", "y") if k not in output]
+        missing = [k for k in ARRAY_KEYS if k not in output]
         if missing:
             raise ValueError(
-                f"output mapping must have keys 'y_pred' and 'y', missing {missing}; "
+                f"output mapping must have keys {' and '.join(map(repr, ARRAY_KEYS))}, missing {missing}; "
                 f"got keys {sorted(output)}"
             )
-        unknown = sorted(set(output) - {"y_pred", "y", "mask", "sample_weight"})
+        unknown = sorted(set(output) - {*ARRAY_KEYS, *options})
         if unknown:
             raise ValueError(
-                f"output mapping has unknown keys {unknown}; allowed: y_pred, y, mask, sample_weight"
+                f"output mapping has unknown keys {unknown}; allowed: {', '.join((*ARRAY_KEYS, *options))}"
             )
         return output["y_pred"], output["y"], output.get("mask"), output.get("sample_weight")
     if not isinstance(output, Sequence) or isinstance(output, (str, bytes)):
@@ -268,16 +277,17 @@ def unpack_output(output: Any) -> tuple[Any, Any, Any, Any]:
         y_pred, y, extra = output
         if not isinstance(extra, Mapping):
             raise TypeError(
-                "the third element of output must be a dict with keys 'mask' and/or "
-                f"'sample_weight', got {_describe(extra)}"
+                f"the third element of output must be a dict with any of the keys {', '.join(options)}, "
+                f"got {_describe(extra)}"
             )
-        unknown = sorted(set(extra) - {"mask", "sample_weight"})
+        unknown = sorted(set(extra) - set(options))
         if unknown:
-            raise ValueError(f"output kwargs have unknown keys {unknown}; allowed: mask, sample_weight")
+            raise ValueError(f"output kwargs have unknown keys {unknown}; allowed: {', '.join(options)}")
     else:
         raise ValueError(
-            "output must be (y_pred, y) or (y_pred, y, {'mask': ..., 'sample_weight': ...}), "
-            f"got a sequence of length {len(output)}"
+            "output must be (y_pred, y) or (y_pred, y, {"
+            + ", ".join(f"{k!r}: ..." for k in options)
+            + f"}}), got a sequence of length {len(output)}"
         )
     return y_pred, y, extra.get("mask"), extra.get("sample_weight")
 
@@ -316,7 +326,7 @@ def list_batch(
     y = as_array(ops, y, "y", y_pred)
     if len(y_pred.shape) != 2:
         raise ValueError(f"y_pred must be 2-D (batch, num_items), got shape {_shape(y_pred)}")
-    if static_list_size(y_pred) == 0:
+    if static_list_size(y_pred) == 0 and _shape(y_pred)[0] != 0:  # no list at all is a no-op
         raise ValueError(f"y_pred must have at least one item per list, got shape {_shape(y_pred)}")
     if not _same_shape(_shape(y), _shape(y_pred)):
         raise ValueError(
@@ -426,7 +436,38 @@ def list_values_ok(
     return ok
 
 
-def check_list_values(sel: Any, negative_labels: str = "keep") -> Array | None:
+def nan_summary(nan: np.ndarray, item: str = "item") -> str:
+    """``"3 NaN scores (first at row 4, item 2 of a (16, 8) batch)"``: how many of the bool
+    array ``nan`` are True and where the first is (row-major), or ``"NaN scores"`` if none."""
+    count = int(np.count_nonzero(nan))
+    if count == 0:
+        return "NaN scores"
+    first = [int(i) for i in np.unravel_index(int(np.argmax(nan.reshape(-1))), nan.shape)]
+    at = (
+        f"row {first[0]}, {item} {first[1]}"
+        if nan.ndim == 2
+        else f"{item} {first[0]}"
+        if nan.ndim == 1
+        else f"index {tuple(first)}"
+    )
+    return f"{count} NaN score{'s' if count != 1 else ''} (first at {at} of a {tuple(nan.shape)} batch)"
+
+
+def nan_scores_error(
+    ops: Ops, scores: Array, valid: Array | None, among: str, item: str = "item", name: str = "y_pred"
+) -> ValueError:
+    """The ``ValueError`` of NaN ``scores`` among the items ``valid`` (None: every item) of a
+    batch, saying how many and where the first is (:func:`nan_summary`; ``among`` follows the
+    count). Built on the error path only, once a check riding on an existing read found a NaN:
+    it reads the batch back."""
+    nan = np.isnan(np.asarray(ops.to_numpy(scores)))
+    if valid is not None:
+        nan &= np.asarray(ops.to_numpy(valid), dtype=bool)
+    summary = nan_summary(nan, item).replace(" (", f" {among} (", 1) if among else nan_summary(nan, item)
+    return ValueError(f"{name} contains {summary}; NaN scores are not ranked")
+
+
+def check_list_values(sel: Any, batch: ListBatch, negative_labels: str = "keep") -> Array | None:
     """The value checks of a list batch (``sel`` a list metric's selection), which need the
     values: where they can be read back (``sel.ctx.read_back``) bad data raises
     ``ValueError`` naming the argument and ``None`` is returned; elsewhere nothing is read and
@@ -435,13 +476,14 @@ def check_list_values(sel: Any, negative_labels: str = "keep") -> Array | None:
 
     Bad data: NaN scores among a list's items; a per-list weight that is negative, NaN or
     infinite; a per-item weight of +inf; a NaN or infinite label on an item of the list (under
-    ``negative_labels="mask"`` NaN and -inf labels are padding already)."""
+    ``negative_labels="mask"`` NaN and -inf labels are padding already). ``batch``: the whole
+    batch ``sel`` selects from (or a block of rows of), where an error says NaN scores are."""
     ops = sel.ops
     w = sel.weights
     labels = sel.full_labels  # 0 on items not in the list
     if sel.nan_rows is None:  # the values were read back by the ranking: raise now
         if sel.has_nan:
-            raise ValueError("y_pred contains NaN scores (among the items in the lists)")
+            raise nan_scores_error(batch.ops, batch.scores, batch.valid, "among the items in the lists")
         if sel.values_ok:  # list_values_ok read True with the ranking's read: nothing is bad
             return None
         checks = [~ops.isfinite(ops.sum(labels))]  # cheap: a non-finite label makes it non-finite
@@ -511,7 +553,7 @@ def rank_batch(
     if not ops.is_floating(y_pred):
         y_pred = ops.cast(y_pred, ops.acc_dtype(y_pred))
     b, n = _shape(y_pred)[0], static_list_size(y_pred, "num_candidates")
-    if n == 0:
+    if n == 0 and b != 0:  # no row at all is a no-op
         raise ValueError(f"y_pred must have at least one candidate per row, got shape {_shape(y_pred)}")
     target = labels = None
     if _shape(y) == (b,):

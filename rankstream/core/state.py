@@ -74,7 +74,10 @@ def check_sums(sums: Mapping[str, Any], name: str, weight: str, unit: str, bad_d
         raise ValueError(
             f"{name}: {int(bad)} {unit}(s) had {bad_data}; they were left out of the sums. On "
             "accelerators and under jit, update() does not read values back (no device sync), so "
-            f"such {unit}s are counted and reported here instead of raising in update()."
+            f"such {unit}s are counted and reported here instead of raising in update(). To find "
+            "them, update with the same batches on the CPU or eagerly: update() then raises at the "
+            "first bad batch, naming what is bad (for NaN scores: how many, and the first one's row "
+            "and item)."
         )
     if not float(np.asarray(sums[weight])) > 0:
         need, seen = what.split(";")
@@ -108,6 +111,13 @@ def split_flat(flat: Any, fields: Mapping[str, tuple[int, ...]]) -> dict[str, An
         out[name] = flat[start : start + size].reshape(shape)
         start += size
     return out
+
+
+def zero_sums(ops: Ops, fields: Mapping[Any, tuple[int, ...]], like: Any) -> dict[Any, Any]:
+    """Zeros for every field (``like``'s backend and device, its accumulation dtype): the sums
+    of a batch of no rows, which no pass needs to read."""
+    acc = ops.acc_dtype(like)
+    return {name: ops.zeros(shape, like, acc) for name, shape in fields.items()}
 
 
 def join_flat(ops: Ops, sums: Mapping[str, Any], fields: Mapping[str, tuple[int, ...]]) -> Any:

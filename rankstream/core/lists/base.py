@@ -73,7 +73,7 @@ from rankstream.core.lists.selection import (
     row_slices,
     selection_blocks,
 )
-from rankstream.core.state import check_sums, join_flat
+from rankstream.core.state import check_sums, join_flat, zero_sums
 from rankstream.core.topk import top_ranked
 from rankstream.core.uncertainty import (
     check_level,
@@ -212,13 +212,14 @@ def exported(ops: Ops, sums: Mapping[str, Array], flat: Mapping[str, tuple[int, 
     return {name: ops.export(value) for name, value in sums.items()}
 
 
-def checked_values(sel: Selection, negative_labels: str) -> Array | None:
+def checked_values(sel: Selection, negative_labels: str, batch: ListBatch) -> Array | None:
     """:func:`~rankstream.core.inputs.check_list_values` of a selection, skipped where the
     values were read back, no score is NaN and the labels and weights are fine: as the
     ranking's one read found (``list_values_ok`` of every label, masked or not), or, under a
     mask, as a second look at the labels of the lists' items finds (row sums over the mask,
     tile by tile). The full check reads the masked labels (:attr:`Selection.full_labels`, a
-    full-size copy under a mask): it runs only where something is bad."""
+    full-size copy under a mask): it runs only where something is bad. ``batch``: the whole
+    batch (``sel`` may select a block of its rows), where an error locates NaN scores."""
     if sel.nan_rows is None and not sel.has_nan:
         if sel.values_ok:
             return None
@@ -229,7 +230,7 @@ def checked_values(sel: Selection, negative_labels: str) -> Array | None:
             ok = list_values_ok(ops, sums, sel.weights, sel.batch_item_weights, sel.full_valid, ws)
             if ops.host_bools(ok)[0]:
                 return None
-    return check_list_values(sel, negative_labels)
+    return check_list_values(sel, batch, negative_labels)
 
 
 #: per number of a field's dimensions, the index that turns a (B,) array into (B, 1, ...)
@@ -734,6 +735,8 @@ def select_outputs(ctx: Context, kernels: list[ListKernel], batch: ListBatch) ->
     ``B x K`` past an 8th of the scores' bytes, at trec_eval's depth of 1,000 or a whole-list
     metric), the rows go in blocks (:func:`_by_blocks`): the temporaries are those of one
     block's selection, and the values those of the one selection, summed in another order."""
+    if batch.batch_size == 0:  # no list: nothing to read
+        return [_no_lists(ctx.ops, kernel, batch) for kernel in kernels]
     shared: dict[Any, Any] = {}
     k, blocks = _blocks_of(ctx, kernels, batch, shared)
     if blocks is not None:
@@ -748,6 +751,8 @@ def select_sums(ctx: Context, kernels: list[ListKernel], batch: ListBatch) -> li
     as they come and the blocks' sums added: the per-list arrays held are one block's. (A
     kernel's are about 18 bytes a list, its values, relevance and flags: in lists of 100 items,
     with a few kernels, about the scores' own size once joined over the batch.)"""
+    if batch.batch_size == 0:  # no list: nothing to read, the sums are zeros (an update's no-op)
+        return [zero_sums(ctx.ops, kernel.fields, batch.scores) for kernel in kernels]
     shared: dict[Any, Any] = {}
     k, blocks = _blocks_of(ctx, kernels, batch, shared)
     if blocks is not None and not any(kernel._weighs for kernel in kernels):
@@ -757,6 +762,13 @@ def select_sums(ctx: Context, kernels: list[ListKernel], batch: ListBatch) -> li
     else:
         outs = _outputs(ctx, kernels, batch, k, shared)
     return [kernel.reduce(ctx.ops, out) for kernel, out in zip(kernels, outs, strict=True)]
+
+
+def _no_lists(ops: Ops, kernel: ListKernel, batch: ListBatch) -> ListOutput:
+    """The per-list output of a batch of no list: every per-list array with 0 rows."""
+    values = ops.zeros((0, len(kernel.top_k)), batch.scores, ops.acc_dtype(batch.scores))
+    none = values[:, 0] > 0
+    return ListOutput(values, none, counted=none, weights=batch.weights)
 
 
 def _blocks_of(
@@ -777,7 +789,7 @@ def _outputs(
     """Every kernel's :meth:`ListKernel.outputs` of the batch in one piece."""
     first = kernels[0]
     sel = first.selection(ctx, batch, k=k, shared=shared)
-    invalid = checked_values(sel, first.conventions.negative_labels)
+    invalid = checked_values(sel, first.conventions.negative_labels, batch)
     return [kernel.outputs(sel, invalid) for kernel in kernels]
 
 
@@ -840,7 +852,7 @@ def _blocks_joined(
             held = (None if a is None else on.ops.asarray(a) for a in _batch_arrays(block))
             block = ListBatch(on.ops, *held)
         sel = first.selection(on, block, k=_depth(on, kernels, block, shared), shared=shared)
-        invalid = checked_values(sel, first.conventions.negative_labels)
+        invalid = checked_values(sel, first.conventions.negative_labels, batch)
         part = [kernel.list_outputs(sel, invalid) for kernel in kernels]
         del sel
         if reduce:

@@ -1,15 +1,16 @@
 """What the metrics of :mod:`rankstream.pykeen` are built on (host numpy, over arrays of ranks):
-the value range and affine-parameter types, validated inputs, the weighted mean of a family's
-per-task value, and the moments under random ranking (``r_i ~ U{1..N_i}``): closed forms where
-a metric has them, else sampled, with bootstrap intervals."""
+the value range, PyKEEN's metric metadata and the affine-parameter types, validated inputs,
+the weighted mean of a family's per-task value, and the moments under random ranking
+(``r_i ~ U{1..N_i}``): closed forms where a metric has them, else sampled, with bootstrap
+intervals."""
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from rankstream.core.ranks.families import RankFamily
 
 __all__ = [
     "AffineTransformationParameters",
+    "MetricMetadata",
     "NoClosedFormError",
     "RandomRankingMoments",
     "ValueRange",
@@ -33,7 +35,8 @@ Evaluate = Callable[[np.ndarray, "np.ndarray | None", "np.ndarray | None"], np.n
 
 @dataclass
 class ValueRange:
-    """The range a metric's values lie in; ``None`` bounds are unbounded."""
+    """The range a metric's values lie in; ``None`` bounds are unbounded (PyKEEN's
+    ``ValueRange``: ``x in value_range``, :meth:`approximate`, :meth:`notate`)."""
 
     lower: float | None = None
     lower_inclusive: bool = False
@@ -47,22 +50,102 @@ class ValueRange:
             return False
         return True
 
+    def approximate(self, epsilon: float) -> ValueRange:
+        """This range widened by ``epsilon`` at each finite bound (an unbounded side stays
+        unbounded, each bound keeps whether it is inclusive): for checks of computed values
+        that may miss a bound by a rounding error."""
+        return ValueRange(
+            lower=None if self.lower is None else self.lower - epsilon,
+            lower_inclusive=self.lower_inclusive,
+            upper=None if self.upper is None else self.upper + epsilon,
+            upper_inclusive=self.upper_inclusive,
+        )
+
     @staticmethod
-    def _format(value: float | None, lower: bool) -> str:
-        if value is None:
-            return "-inf" if lower else "inf"
-        if isinstance(value, float) and value.is_integer():
-            return str(int(value))
-        return str(value)
+    def _coerce(n: float | None, low: bool) -> str:
+        """A bound as text: ``-inf`` / ``inf`` where unbounded, whole numbers without ``.0``."""
+        if n is None:
+            return "-inf" if low else "inf"
+        if not isinstance(n, int) and n.is_integer():
+            return str(int(n))
+        return str(n)
 
     def notate(self, lower: str | None = None, upper: str | None = None) -> str:
         """Interval notation, e.g. ``[0, 1]`` or ``(0, 1]``; ``lower`` / ``upper`` replace the
         numeric bounds in the text (a data-dependent bound such as ``-E[f]/(1-E[f])``)."""
         left = "[" if self.lower is not None and self.lower_inclusive else "("
         right = "]" if self.upper is not None and self.upper_inclusive else ")"
-        low = self._format(self.lower, True) if lower is None else lower
-        high = self._format(self.upper, False) if upper is None else upper
+        low = self._coerce(self.lower, True) if lower is None else lower
+        high = self._coerce(self.upper, False) if upper is None else upper
         return f"{left}{low}, {high}{right}"
+
+
+class MetricMetadata:
+    """What PyKEEN's ``Metric`` says about a metric besides its values: its name, link and
+    description (also as ``__docdata__``, the dict PyKEEN's ``docdata`` reads, on every class
+    with a link), value range, direction and capabilities, and its ``repr``."""
+
+    #: display name (as in PyKEEN)
+    name: ClassVar[str]
+    #: one-line description (see :meth:`get_description`)
+    description: ClassVar[str] = ""
+    #: where the metric is described (see :meth:`get_link`; None on the abstract classes)
+    link: ClassVar[str | None] = None
+    #: alternative names (as in PyKEEN)
+    synonyms: ClassVar[Collection[str]] = ()
+    #: the values the metric can take
+    value_range: ClassVar[ValueRange]
+    #: whether larger values are better
+    increasing: ClassVar[bool]
+    #: whether the metric needs binarized scores (never, for rank-based metrics)
+    binarize: ClassVar[bool] = False
+    #: whether ``expected_value`` has a closed form
+    closed_expectation: ClassVar[bool] = False
+    #: whether ``variance`` has a closed form
+    closed_variance: ClassVar[bool] = False
+    #: whether per-task weights are supported
+    supports_weights: ClassVar[bool] = False
+    #: data-dependent bounds shown by :meth:`get_range` instead of the numeric ones
+    tight_lower: ClassVar[str | None] = None
+    tight_upper: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "link" in cls.__dict__:
+            docdata = {"link": cls.link, "description": cls.get_description()}
+            tight = {"tight_lower": cls.tight_lower, "tight_upper": cls.tight_upper}
+            cls.__docdata__ = {**docdata, **{key: v for key, v in tight.items() if v is not None}}
+
+    @classmethod
+    def get_description(cls) -> str:
+        """A one-line description of the metric."""
+        if cls.description:
+            return cls.description
+        return (cls.__doc__ or cls.__name__).strip().splitlines()[0]
+
+    @classmethod
+    def get_link(cls) -> str:
+        """Where the metric is described; ``TypeError`` on a class without one (as PyKEEN's
+        abstract classes, which have no docdata)."""
+        if cls.link is None:
+            raise TypeError(f"{cls.__name__} has no link")
+        return cls.link
+
+    @classmethod
+    def get_range(cls) -> str:
+        """Interval notation of the value range (with data-dependent bounds where tight)."""
+        return cls.value_range.notate(cls.tight_lower, cls.tight_upper).replace("inf", "∞")
+
+    def iter_extra_repr(self) -> Iterable[str]:
+        """Components of the ``repr`` beyond the class name."""
+        return ()
+
+    def extra_repr(self) -> str:
+        """The part of the ``repr`` inside the parentheses."""
+        return ", ".join(self.iter_extra_repr())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.extra_repr()})"
 
 
 class NoClosedFormError(ValueError):

@@ -110,7 +110,7 @@ from rankstream.core.ranks.sides import BOTH, check_sides, side_batches, side_in
 from rankstream.core.ranks.streamed_forms import gmr_moments_xp as _gmr_moments  # noqa: F401 (the one GMR reducer)
 from rankstream.core.ranks.tasks import RankTasks, task_ranks
 from rankstream.core.ranks.term_table import TABLE_MAX, TermTable
-from rankstream.core.state import join_flat
+from rankstream.core.state import join_flat, zero_sums
 from rankstream.core.uncertainty import check_level
 
 # RANK_TYPES (PyKEEN's order), METRICS (the families), OUTPUTS and EPSILON come from the
@@ -389,6 +389,12 @@ class RankKernel(RankReport):
             # NaN > -inf and -inf > -inf are False: PyKEEN's filtered (and -inf) scores
             keep = batch.scores > _NEG_INF
             batch = dataclasses.replace(batch, valid=keep if batch.valid is None else batch.valid & keep)
+        if batch.scores.shape[0] == 0:  # no task: nothing to read, the sums are zeros (an update's no-op)
+            shapes = {
+                **self._shared,
+                **{(rt, f): s for rt in self.rank_types for f, s in self._typed.items()},
+            }
+            return zero_sums(ctx.ops, shapes, batch.scores)
         tasks = task_ranks(ctx, batch, self.rank_types)
         return self._task_sums(ctx, tasks, n=int(batch.scores.shape[1]))
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops
-from rankstream.core.inputs import RankBatch, _shape, rank_batch
+from rankstream.core.inputs import RankBatch, _shape, nan_scores_error, rank_batch
 from rankstream.core.ranks.families import RANK_TYPES, check_rank_type
 
 __all__ = ["RankTasks", "per_task_ranks", "task_ranks"]
@@ -85,8 +85,9 @@ def _host_checks(ctx: Context, batch: RankBatch, flags: dict[str, Array]) -> dic
     return out
 
 
-def _raise_nan() -> None:
-    raise ValueError("y_pred contains NaN scores (among the candidates); NaN scores are not ranked")
+def _raise_nan(batch: RankBatch) -> None:
+    """The error of NaN scores among the candidates, found by a comparison pass's count."""
+    raise nan_scores_error(batch.ops, batch.scores, batch.valid, "among the candidates", "candidate")
 
 
 def task_ranks(ctx: Context, batch: RankBatch, rank_types: Sequence[str] = RANK_TYPES) -> RankTasks:
@@ -140,7 +141,7 @@ def _ranks_of_targets(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) -
                 "a true candidate must be a candidate"
             )
         if bad.get("nan"):
-            _raise_nan()
+            _raise_nan(batch)
     else:
         # no read-back (accelerator, tracing): bad rows are counted, compute() raises
         invalid = out_of_range | (nan > 0)
@@ -294,7 +295,7 @@ def _ranks_of_labels(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) ->
         if c == 0:  # every row with a positive has slot 0: its pass gives the NaN check too
             gt, ge, nan = ops.rank_counts(ranked, t, acc, need, keep=keep, ws=ws)
             if ops.host_bools(ops.any(nan > 0) | ops.any(ops.isnan(t_all) & has))[0]:
-                _raise_nan()
+                _raise_nan(batch)
         else:
             gt, ge = _slot_counts(ctx, ranked, keep, None, t, np.nonzero(per_row > c)[0], acc, need)
         if gt is not None:  # the positives above it are no candidates (NaN t: no row, 0)

@@ -749,7 +749,18 @@ def _bad_batch(rng, name, kind):
         return y, s, w, ("value", None)
     if kind == "nan_score":
         s[r, c] = np.nan
-        return y, s, w, ("bad", (ValueError, r"y_pred contains NaN"))
+        return (
+            y,
+            s,
+            w,
+            (
+                "bad",
+                (
+                    ValueError,
+                    r"y_pred contains 1 NaN score among the (items in the lists|candidates) \(first at row",
+                ),
+            ),
+        )
     if kind == "inf_score":
         s[r, c] = np.inf * (1 if rng.random() < 0.5 else -1)
         s[(r + 1) % B, c] = np.inf  # ties of infinite scores too
