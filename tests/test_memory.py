@@ -170,14 +170,14 @@ NARROW_SHAPES = [(41944, 50), (16384, 128), (2048, 1024), (1024, 2048), (256, 81
 @pytest.mark.parametrize("shape", NARROW_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("name", sorted(NARROW))
 def test_the_smallest_batches_the_bound_is_promised_for_hold_it(name, shape, masked, tied):
-    """2^21 float32 scores (where the README's promise starts) in lists of 50 items and more,
-    5% of the labels relevant, a ragged mask: there a top-20 selection's arrays are 0.15-2x of
-    the scores in one piece, so the rows go in blocks sized by the kernels' bytes per ranked
-    item and per list, each block's per-list outputs are reduced to sums as it comes, and the
-    counting passes' tiles are a 16th. Scores in steps of 1/8 make
-    every row tie inside its top k: the tied rows are ordered in pieces (a sort of their
-    selection and the search of the group at place k, about 64 bytes per ranked item) of at
-    most a 16th of the scores."""
+    """2^21 float32 scores (where the promised bound starts: docs/performance.md#memory) in lists
+    of 50 items and more, 5% of the labels relevant, a ragged mask: there a top-20 selection's
+    arrays are 0.15-2x of the scores in one piece, so the rows go in blocks sized by the kernels'
+    bytes per ranked item and per list, each block's per-list outputs are reduced to sums as it
+    comes, and the counting passes' tiles are a 16th. Scores in steps of 1/8 make every row tie
+    inside its top k: the tied rows are ordered in pieces (a sort of their selection and the
+    search of the group at place k, about 64 bytes per ranked item) of at most a 16th of the
+    scores."""
     g = torch.Generator().manual_seed(5)
     b, n = shape
     scores = torch.randn(b, n, generator=g)

@@ -1,7 +1,7 @@
-"""The README's migration table, row by row where a peer gives the number: scikit-learn's
-``ndcg_score`` and torchmetrics' ``RetrievalNormalizedDCG`` and ``RetrievalMAP(top_k=None)`` are
-reproduced by the rankstream class and arguments the table names (tie-free scores: both peers
-treat ties in their own way)."""
+"""The peer map (docs/conventions.md; its scikit-learn row also in the README), row by row
+where a peer gives the number: scikit-learn's ``ndcg_score`` and torchmetrics'
+``RetrievalNormalizedDCG`` and ``RetrievalMAP(top_k=None)`` are reproduced by the rankstream
+class and arguments the table names (tie-free scores: both peers treat ties in their own way)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """trec_eval with negative judgments: qrels graded in {-2, -1, 0, 1, 2, 3}, where trec_eval reads
-a judgment below 0 as "pooled but unjudged" (not relevant, gain 0). The README's trec_eval rows,
+a judgment below 0 as "pooled but unjudged" (not relevant, gain 0). The peer map's trec_eval rows,
 run as written through an Ignite ``Engine``, against trec_eval (pytrec_eval through ir_measures),
 query by query and as the mean over the queries.
 
@@ -22,7 +22,7 @@ from rankstream.ignite import MAP, MRR, NDCG, HitRate, Precision, Recall, RPreci
 
 GRADES = np.array([-2, -1, 0, 1, 2, 3])
 
-# trec_eval measure (ir_measures name; None: no cut-off) -> the README row's rankstream metric
+# trec_eval measure (ir_measures name; None: no cut-off) -> the peer map's rankstream metric
 ROWS = {
     "P": lambda ks: Precision(top_k=ks, ignore_zero_hits=False),
     "R": lambda ks: Recall(top_k=ks, ignore_zero_hits=False),

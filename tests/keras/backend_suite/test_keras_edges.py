@@ -7,7 +7,7 @@ Expected numbers come from keras-rs 0.4.0 itself (on JAX wherever padding is inv
 on torch subtracts 1e-6 x index from the scores) and from the naive references of
 ``krs_reference`` (python loops), never from rankstream.
 
-Outcomes (the README's "Bad input" table):
+Outcomes (the "Bad input" table of docs/inputs.md):
 
 * NDCG / MAP: NaN and -inf labels are padding (keras-rs keeps ``labels >= 0``); a +inf label,
   a NaN score on an item of a list and an infinite weight are bad data; weights <= 0 or NaN
