@@ -104,7 +104,7 @@ class QueryModes:
             fq if not carried else fq.joined_with(("carried",), carried, lambda: _joined_batch(carried, fq))
         )
         ids = every.query_ids()  # the carried id is open, never among the closed ones
-        found = fq.joined_with(("held",), chunks, lambda: held_ids(chunks, ids))
+        found = fq.joined_with(("held",), (*chunks, *carried), lambda: held_ids(chunks, ids))
         if found:
             raise returning_error(
                 f"{type(self).__name__}: ", found, fq.once("ids", lambda: distinct_ids(fq.indexes))
