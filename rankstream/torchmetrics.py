@@ -5,11 +5,15 @@ Needs PyTorch and torchmetrics: ``pip install "rankstream[torchmetrics]"``.
 
 They take torchmetrics' flat input, ``update(preds, target, indexes)``, group the items into
 lists by query id on the input's device and keep sums (``dist_reduce_fx="sum"``) instead of
-every prediction: with whole queries in each update (``query_mode="whole"``, the default) the
-state has a constant size. ``query_mode="sorted"`` lets a query continue into the next update
-when the ids arrive sorted; ``query_mode="any"`` keeps every item until ``compute()``, as
-torchmetrics does (this one stores the predictions). See ``docs/torchmetrics.md`` for the
-conventions and every known difference with torchmetrics.
+every prediction. Under torchmetrics' defaults they give torchmetrics' value or raise an error
+naming the mode that does, never another number: the default ``query_mode="contiguous"`` takes
+batches that cut queries (a plain ``DataLoader`` over a flat log grouped by query, ids in any
+order), carries the open query into the next update and keeps one id per closed query, so that
+an id coming back (a shuffling loader) is a ``ValueError`` naming ``query_mode="any"``, which
+keeps every item until ``compute()`` as torchmetrics does. ``"whole"`` (each update holds whole
+queries, constant state, unchecked) and ``"sorted"`` (ids sorted across updates) are the other
+choices. See ``docs/torchmetrics.md`` for the conventions, what each mode holds, and every
+known difference with torchmetrics.
 """
 
 from rankstream.adapters.requirements import install_hint as _install_hint

@@ -3,11 +3,20 @@ naive one-query-at-a-time grouping in Python."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
 
-from rankstream.core.grouping import QUERY_MODES, check_query_mode, group_by_query, split_open_query
+from rankstream.core.backends.grouping import held_ids, split_ids, with_closed
+from rankstream.core.grouping import (
+    QUERY_MODES,
+    check_query_mode,
+    group_by_query,
+    split_contiguous,
+    split_open_query,
+)
 
 
 def naive_groups(indexes: list[int], preds: list[float], target: list[float]) -> dict[int, list[tuple]]:
@@ -97,7 +106,7 @@ def test_bad_input_is_named(indexes: np.ndarray, preds: np.ndarray, target: np.n
 
 
 def test_query_modes() -> None:
-    assert QUERY_MODES == ("whole", "sorted", "any")
+    assert QUERY_MODES == ("contiguous", "whole", "sorted", "any")
     assert check_query_mode("sorted") == "sorted"
     with pytest.raises(ValueError, match=r"query_mode must be one of .* got 'streamed'"):
         check_query_mode("streamed")
@@ -121,3 +130,58 @@ def test_split_open_query(backend: str) -> None:
         split_open_query(conv([1, 4, 2]), conv([0.1, 0.2, 0.3]), conv([0.1, 0.2, 0.3]), closed_below=None)
     with pytest.raises(ValueError, match=r"query id 2 arrives after its query .* up to id 2"):
         split_open_query(conv([2, 5]), conv([0.1, 0.2]), conv([0.1, 0.2]), closed_below=2)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_closed_ids_in_halving_chunks_answer_as_a_set(backend: str) -> None:
+    conv = (lambda x: torch.tensor(x, dtype=torch.long)) if backend == "torch" else np.array
+    rng = np.random.default_rng(0)
+    ids = rng.permutation(100_000)[:3000] - 500
+    chunks: tuple = ()
+    for start in range(0, 3000, 37):  # batches of distinct new ids, as the default mode adds them
+        chunks = with_closed(chunks, conv(np.sort(ids[start : start + 37])))
+        sizes = [int(c.shape[0]) for c in chunks]
+        assert all(a > 2 * b for a, b in itertools.pairwise(sizes)), sizes
+    assert all(bool((np.diff(np.asarray(c)) > 0).all()) for c in chunks)
+    assert sorted(np.concatenate([np.asarray(c) for c in chunks]).tolist()) == sorted(ids.tolist())
+    probe = np.sort(np.concatenate([ids[::50], np.arange(100_000, 100_040)]))
+    assert held_ids(chunks, conv(probe)) == sorted(ids[::50].tolist())
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_split_contiguous_against_a_naive_stream(backend: str) -> None:
+    """Batches of a log whose queries are contiguous (ids in no order, the items of each batch
+    shuffled): every query is handed back once with all its items, the last one at the end."""
+    conv = (lambda x: torch.tensor(x)) if backend == "torch" else np.array
+    rng = np.random.default_rng(1)
+    sizes = rng.integers(1, 12, size=40)
+    log = np.repeat(rng.permutation(1000)[:40], sizes)
+    got: dict[int, list[float]] = {}
+    carried, closed = None, ()
+    cuts = [0, *sorted(rng.choice(np.arange(1, len(log)), size=12, replace=False)), len(log)]
+    for a, b in itertools.pairwise(cuts):
+        order = np.append(rng.permutation(b - a - 1), b - a - 1)  # shuffled, the last item kept last
+        idx = log[a:b][order]
+        pos = np.arange(a, b, dtype=np.float64)[order]
+        ready, carried, closed = split_contiguous(conv(idx), conv(pos), conv(pos), carried, closed)
+        if ready is not None:
+            assert not set(np.asarray(ready[0]).tolist()) & set(got)  # each query handed back once
+            for q, p in zip(np.asarray(ready[0]).tolist(), np.asarray(ready[1]).tolist(), strict=True):
+                got.setdefault(q, []).append(p)
+    for q, p in zip(np.asarray(carried[0]).tolist(), np.asarray(carried[1]).tolist(), strict=True):
+        got.setdefault(q, []).append(p)
+    want: dict[int, list[float]] = {}
+    for p, q in enumerate(log.tolist()):
+        want.setdefault(q, []).append(float(p))
+    assert {q: sorted(v) for q, v in got.items()} == want
+    assert sorted(np.concatenate([np.asarray(c) for c in closed]).tolist()) == sorted(
+        set(log.tolist()) - {log[-1]}
+    )
+    with pytest.raises(ValueError, match=rf"query id\(s\) {int(log[0])} came again .* query_mode='any'"):
+        split_contiguous(conv(log[:1]), conv([0.5]), conv([0.5]), carried, closed)
+
+
+def test_split_ids_finds_queries_counted_by_two_processes() -> None:
+    closed = torch.tensor([4, 9, 2, 7, 9])  # process 1 closed 4, 9; process 2 closed 2, 7, 9
+    assert split_ids(closed, torch.tensor([7, 11, 11])) == [7, 9]  # 11 open in two: one query
+    assert split_ids(torch.tensor([1, 2]), torch.tensor([3, 3])) == []

@@ -1,13 +1,14 @@
 """Flat items with query ids in the core: ``State.update_queries`` (whole queries per update)
-and a ``QueryStream`` driving a ``State`` over a log cut into batches (``"sorted"``, ``"any"``),
-against the same kernel on every query's list padded one query at a time here (numpy and torch)."""
+and a ``QueryStream`` driving a ``State`` over a log cut into batches (``"contiguous"``, the
+default, on queries in a random order of ids; ``"sorted"``; ``"any"``), against the same kernel
+on every query's list padded one query at a time here (numpy and torch)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from test_query_modes_ignite import flat_log
+from test_query_modes_ignite import flat_log, grouped_order
 
 from rankstream import ListMetrics, State
 from rankstream.core.query_stream import QueryStream
@@ -44,13 +45,14 @@ def test_update_queries_groups_whole_queries(array) -> None:
     assert_close(got, expected(log))
 
 
-@pytest.mark.parametrize("mode", ["sorted", "any"])
-def test_a_query_stream_drives_a_state_over_cut_batches(mode: str) -> None:
+@pytest.mark.parametrize("array", [np.asarray, torch.from_numpy])
+@pytest.mark.parametrize("mode", ["contiguous", "sorted", "any"])
+def test_a_query_stream_drives_a_state_over_cut_batches(mode: str, array) -> None:
     log = flat_log(seed=22)
     scores, labels, ids = log
-    if mode == "any":
-        order = np.random.default_rng(1).permutation(ids.shape[0])
-        scores, labels, ids = scores[order], labels[order], ids[order]
+    if mode != "sorted":
+        order = np.random.default_rng(1).permutation(ids.shape[0]) if mode == "any" else grouped_order(ids, 2)
+        scores, labels, ids = (array(np.ascontiguousarray(x[order])) for x in (scores, labels, ids))
     state, stream = State(ListMetrics(NAMES)), QueryStream(mode)
     for i in range(0, ids.shape[0], 9):
         ready, kept = stream.feed(ids[i : i + 9], scores[i : i + 9], labels[i : i + 9])
@@ -61,3 +63,21 @@ def test_a_query_stream_drives_a_state_over_cut_batches(mode: str) -> None:
     assert pending is not None
     state.update_queries(pending[1], pending[2], pending[0])
     assert_close(state.compute(), expected(log))
+
+
+@pytest.mark.parametrize("array", [np.asarray, torch.from_numpy])
+def test_the_default_stream_refuses_a_closed_id_and_keeps_one_id_per_closed_query(array) -> None:
+    log = flat_log(seed=23, queries=12)
+    scores, labels, ids = (array(np.ascontiguousarray(x)) for x in log)
+    stream = QueryStream()
+    assert stream.query_mode == "contiguous"
+    for i in range(0, 40, 10):
+        stream.commit(stream.feed(ids[i : i + 10], scores[i : i + 10], labels[i : i + 10])[1])
+    seen = sorted(set(np.asarray(ids[:40]).tolist()))
+    open_id = int(np.asarray(ids[39]))
+    assert np.asarray(stream.closed_ids()).tolist() == [q for q in seen if q != open_id]
+    assert set(np.asarray(stream.pending()[0]).tolist()) == {open_id}
+    kept = stream.kept
+    with pytest.raises(ValueError, match=rf"query id\(s\) {seen[0]} came again .* query_mode='any'"):
+        stream.feed(ids[:1], scores[:1], labels[:1])
+    assert stream.kept is kept  # feed is pure: nothing changed

@@ -107,17 +107,23 @@ def test_error_action_raises_at_compute_as_torchmetrics(name: str) -> None:
 
 def batches(mode: str, preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor) -> list[tuple]:
     """Four batches: whole queries (``"whole"``), sorted ids cut anywhere (``"sorted"``: queries
-    span batches), or any order cut anywhere (``"any"``)."""
+    span batches), each query's items together with the queries in a random order of ids, cut
+    anywhere (``"contiguous"``), or any order cut anywhere (``"any"``)."""
     n = indexes.shape[0]
     if mode == "whole":
         ids = torch.unique(indexes)
         return [(preds[m], target[m], indexes[m]) for m in (torch.isin(indexes, ids[i::4]) for i in range(4))]
-    order = torch.sort(indexes, stable=True).indices if mode == "sorted" else torch.randperm(n)
+    if mode == "contiguous":
+        ids, place = torch.unique(indexes, return_inverse=True)
+        rank = torch.randperm(ids.shape[0], generator=torch.Generator().manual_seed(n))  # not sorted
+        order = torch.sort(rank[place], stable=True).indices
+    else:
+        order = torch.sort(indexes, stable=True).indices if mode == "sorted" else torch.randperm(n)
     cuts = [0, n // 5, n // 2, n // 2 + 3, n]
     return [(preds[order[a:b]], target[order[a:b]], indexes[order[a:b]]) for a, b in itertools.pairwise(cuts)]
 
 
-@pytest.mark.parametrize("mode", ["whole", "sorted", "any"])
+@pytest.mark.parametrize("mode", ["contiguous", "whole", "sorted", "any"])
 @pytest.mark.parametrize("name", PEERS)
 def test_query_modes_equal_torchmetrics(mode: str, name: str) -> None:
     preds, target, indexes = flat_data(5, n_queries=30, graded=name == "RetrievalNormalizedDCG")
@@ -188,26 +194,34 @@ def test_sorted_forward_reads_the_carried_query() -> None:
     assert close(ours.compute(), peer.compute())
 
 
-def test_whole_query_state_stays_constant_where_torchmetrics_grows() -> None:
+def test_each_mode_holds_what_its_docs_say_where_torchmetrics_grows() -> None:
+    """1,000 updates of 64 whole queries of 64 items: ``"whole"`` keeps its seven numbers (six
+    sums and the identity marker of compute groups), the default ``"contiguous"`` those, the
+    open query's 64 items (three numbers each) and one id per closed query, torchmetrics three
+    numbers per item."""
     g = torch.Generator().manual_seed(0)
-    ours = rt.RetrievalMAP(top_k=10)
+    whole, default = rt.RetrievalMAP(top_k=10, query_mode="whole"), rt.RetrievalMAP(top_k=10)
     peer = tmr.RetrievalMAP(top_k=10)
 
     def size(metric: object) -> int:
         state = metric.metric_state
         return sum(x.numel() for v in state.values() for x in (v if isinstance(v, list) else [v]))
 
-    start = size(ours)
+    start = size(whole)
     base = torch.arange(64).repeat_interleave(64)  # 64 whole queries of 64 items: 4,096 items
     for step in range(1000):
         preds = torch.randn(4096, generator=g)
         target = torch.randint(0, 2, (4096,), generator=g)
-        ours.update(preds, target, base + 64 * step)
+        whole.update(preds, target, base + 64 * step)
+        default.update(preds, target, base + 64 * step)
         if step < 5:
             peer.update(preds, target, base + 64 * step)
-    assert size(ours) == start == 7  # six sums and the identity marker (compute groups)
+    assert size(whole) == start == 7
+    assert size(default) == 7 + 3 * 64 + (64 * 1000 - 1)  # sums, the open query, the closed ids
+    assert len(default.closed_ids) <= math.log2(64 * 1000) + 1  # the ids in a few sorted chunks
     assert size(peer) == 5 * 3 * 4096  # indexes, preds and target of every item
-    assert 0.0 < float(ours.compute()) < 1.0
+    assert 0.0 < float(whole.compute()) < 1.0
+    assert float(default.compute()) == pytest.approx(float(whole.compute()), rel=1e-12)  # whole queries
 
 
 def test_bad_arguments_and_inputs_are_named() -> None:
@@ -321,7 +335,7 @@ DDP_CHILD = textwrap.dedent(
         p, t, i = preds[mine], target[mine], indexes[mine]
         order = torch.sort(i, stable=True).indices
         res = {}
-        for mode in ("whole", "sorted", "any"):
+        for mode in ("contiguous", "whole", "sorted", "any"):
             for agg in ("mean", "max", "min"):
                 for name in ("RetrievalMAP", "RetrievalNormalizedDCG", "RetrievalPrecision"):
                     kw = dict(top_k=3, aggregation=agg, empty_target_action="pos", query_mode=mode)
@@ -333,6 +347,16 @@ DDP_CHILD = textwrap.dedent(
                         m.update(p[order[:h]], t[order[:h]], i[order[:h]])
                         m.update(p[order[h:]], t[order[h:]], i[order[h:]])
                     res[f"{mode}/{agg}/{name}"] = float(m.compute())
+        # every query dealt to both processes, item by item (a DistributedSampler's order)
+        order = torch.sort(indexes, stable=True).indices[rank::2]
+        p, t, i = preds[order], target[order], indexes[order]
+        for mode in ("contiguous", "any"):
+            m = rt.RetrievalMAP(top_k=3, query_mode=mode)
+            m.update(p, t, i)
+            try:
+                res[f"split/{mode}"] = float(m.compute())
+            except ValueError as err:
+                res[f"split/{mode}"] = str(err)
         if rank == 0:
             with open(out, "w") as f:
                 json.dump(res, f)
@@ -355,19 +379,27 @@ def test_two_gloo_processes_equal_torchmetrics_on_all_data(tmp_path: Path) -> No
     proc = run([sys.executable, str(script), str(tmp_path / "store"), out, str(HANG_GUARD_S)], env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     got = json.loads(Path(out).read_text())
-    assert len(got) == 27
+    split = {key: got.pop(key) for key in ("split/contiguous", "split/any")}
+    assert len(got) == 36
     for key, value in got.items():
         _, agg, name = key.split("/")
         peer = getattr(tmr, name)(top_k=3, aggregation=agg, empty_target_action="pos")
         peer.update(preds, target, indexes)
         assert math.isclose(value, float(peer.compute()), rel_tol=1e-5, abs_tol=1e-6), key
+    # queries split across the processes: the default refuses them at compute() on both, naming
+    # the mode that gathers every item, which gives torchmetrics' value
+    assert "counted by more than one process" in split["split/contiguous"], split
+    assert "Use query_mode='any'" in split["split/contiguous"], split
+    peer = tmr.RetrievalMAP(top_k=3)
+    peer.update(preds, target, indexes)
+    assert math.isclose(split["split/any"], float(peer.compute()), rel_tol=1e-5, abs_tol=1e-6)
 
 
 @pytest.mark.parametrize("top_k", [None, 2, 5])
 def test_ndcg_averages_tied_scores_as_torchmetrics(top_k: int | None) -> None:
     preds, target, indexes = flat_data(14, graded=True)
     preds = torch.round(preds)  # many exact ties within each query
-    for mode in ("whole", "any"):
+    for mode in ("contiguous", "whole", "any"):
         ours = rt.RetrievalNormalizedDCG(top_k=top_k, query_mode=mode)
         peer = tmr.RetrievalNormalizedDCG(top_k=top_k)
         ours.update(preds, target, indexes)
@@ -472,19 +504,25 @@ def test_collection_groups_and_ranks_each_batch_once(monkeypatch: pytest.MonkeyP
         m.update(preds.clone(), target.clone(), indexes.clone())
     assert len(made) == 6  # new tensors: grouped again
     got, want = ours.compute(), peer.compute()
+    # the open query (the last item's, query_mode="contiguous") is counted at compute(): the
+    # five members carry the same items and group them once; each single its own
+    assert len(made) == 7
     assert all(close(got[n], want[n]) and close(got[n], singles[n].compute()) for n in names), (got, want)
-    # an in-place write changes the tensors' version: the next update reads the new values
+    assert len(made) == 12
+    # an in-place write changes the tensors' version: the next update reads the new values; the
+    # batch joined to the open query carried in (it closes: its id is not in the batch) is
+    # made once for the five members, which carry the same items
     preds.mul_(-1.0)
     ours.update(preds, target, indexes + 1000)
     peer.update(preds.clone(), target, indexes + 1000)
-    assert len(made) == 7
+    assert len(made) == 14
     got, want = ours.compute(), peer.compute()
     assert all(close(got[n], want[n]) for n in names), (got, want)
     # one metric updated twice with the same tensors reads them again (refilled buffers)
-    single = rt.RetrievalMAP(top_k=5)
+    single = rt.RetrievalMAP(top_k=5, query_mode="whole")
     single.update(preds, target, indexes + 2000)
     single.update(preds, target, indexes + 3000)
-    assert len(made) == 9
+    assert len(made) == 17
 
 
 def test_dense_relevance_takes_the_kernel_path_with_the_same_values(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -138,7 +138,7 @@ def list_signature(row: ListMetricRow) -> inspect.Signature:
         *parameters(spec(n) for n in positional),
         *FRAMEWORK_PARAMETERS,
         *parameters((spec(n) for n in keyword), inspect.Parameter.KEYWORD_ONLY),
-        *parameters([("query_mode", "whole", "str")], inspect.Parameter.KEYWORD_ONLY),
+        *parameters([("query_mode", "contiguous", "str")], inspect.Parameter.KEYWORD_ONLY),
     ]
     return inspect.Signature(params, return_annotation="None")
 
@@ -249,7 +249,7 @@ class ListMetrics(KernelMetric):
         prefix: str = "",
         confidence: float | None = None,
         chance: bool = False,
-        query_mode: str = "whole",
+        query_mode: str = "contiguous",
     ) -> None:
         empty = empty_policy(ignore_zero_hits)
         kernel = CollectionKernel(

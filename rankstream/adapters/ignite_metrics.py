@@ -22,12 +22,20 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import ignite.distributed as idist
 import numpy as np
 import torch
 from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import EpochWise, Metric, MetricUsage, reinit__is_reduced, sync_all_reduce
 
 from rankstream.adapters.ignite_derive import docstring
+from rankstream.adapters.ignite_queries import (
+    QUERY_STATE,
+    check_distributed,
+    gathered_pending,
+    query_state,
+    saved_queries,
+)
 from rankstream.core.backends import torch_ops
 from rankstream.core.grouping import group_by_query
 from rankstream.core.inputs import ARRAY_KEYS, OPTION_KEYS, as_array, unpack_output
@@ -51,16 +59,17 @@ FRAMEWORK_ARGS: dict[str, str] = {
     "device": "where the state's sums are kept (float64; float32 on MPS).",
     "skip_unrolling": "ignite's: pass a list of per-sample outputs to ``update`` as it is.",
     "prefix": "prepended to every key of a dict result (two metrics on one engine).",
-    "query_mode": 'with flat items and query ids (``indexes`` in the output): ``"whole"`` (default: each '
-    'update holds whole queries), ``"sorted"`` (ids arrive sorted, a query may continue into the next '
-    'update: only the open query is kept) or ``"any"`` (any order: every item is kept until '
-    "``compute()``; memory grows with the items).",
+    "query_mode": 'with flat items and query ids (``indexes`` in the output): ``"contiguous"`` (default: '
+    "a query's items come together, in any order within an update, and the query of an update's last "
+    "item may continue into the next: its items are kept, and the ids of the closed queries, so that an "
+    'id coming back is a ``ValueError`` naming ``"any"``), ``"whole"`` (each update holds whole '
+    'queries; nothing kept, nothing checked), ``"sorted"`` (ids arrive sorted, a query may continue '
+    'into the next update: only the open query is kept) or ``"any"`` (any order: every item is kept '
+    "until ``compute()``; memory grows with the items). Lists without ``indexes`` are whole in every "
+    'mode (``"sorted"`` and ``"any"`` refuse them).',
 }
 
 _CPU = torch.device("cpu")
-#: a state_dict's keys of the query stream (``query_mode`` "sorted" or "any")
-_QUERY_KEYS = ("query_indexes", "query_preds", "query_target")
-_QUERY_STATE = (*_QUERY_KEYS, "query_closed_max")
 
 
 def _state_dtype(device: str | torch.device) -> str:
@@ -227,12 +236,12 @@ class KernelMetric(Metric):
         skip_unrolling: bool = False,
         prefix: str = "",
         *,
-        query_mode: str = "whole",
+        query_mode: str = "contiguous",
     ) -> None:
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, got {prefix!r}")
         self.query_mode = query_mode
-        self._queries = QueryStream(query_mode)
+        self._queries = QueryStream(query_mode, owner=f"{type(self).__name__}: ")
         self._kernel = kernel
         self._fields = dict(kernel.fields)
         self._runtime = kernel.runtime()
@@ -332,8 +341,9 @@ class KernelMetric(Metric):
     @property
     def _options(self) -> tuple[str, ...]:
         """The keys an update input takes beside ``y_pred`` and ``y``: the mask, the sample
-        weight and the query ids; the query ids alone where ``query_mode`` is not ``"whole"``."""
-        return (*OPTION_KEYS, QUERY_IDS) if self.query_mode == "whole" else (QUERY_IDS,)
+        weight and the query ids; the query ids alone where ``query_mode`` is ``"sorted"`` or
+        ``"any"`` (which read flat items only)."""
+        return (QUERY_IDS,) if self.query_mode in ("sorted", "any") else (*OPTION_KEYS, QUERY_IDS)
 
     def _batch_flat(self, output: Any) -> torch.Tensor:
         """The flat sums of one ``update`` input (of the queries it closes, with query ids)."""
@@ -363,7 +373,7 @@ class KernelMetric(Metric):
             _to_tensor(v, k) for k, v in zip(_OUTPUT_KEYS, unpack_output(output, self._options), strict=True)
         )
         if indexes is None:
-            if self.query_mode != "whole":
+            if self.query_mode in ("sorted", "any"):
                 raise ValueError(
                     f"{type(self).__name__}(query_mode={self.query_mode!r}) reads flat items with query ids: "
                     f'give the output as (y_pred, y, {{"{QUERY_IDS}": ids}}) or a mapping with the key '
@@ -372,7 +382,7 @@ class KernelMetric(Metric):
             return self._lists_flat(y_pred, y, mask, weight), None
         _check_flat_output(y_pred, y, mask, weight)
         ready, kept = self._queries.feed(_to_tensor(indexes, QUERY_IDS), y_pred, y)
-        if ready is None:  # query_mode="any": kept until compute()
+        if ready is None:  # query_mode="any", or only the open query: kept
             return torch.zeros(flat_size(self._fields), dtype=self._dtype(), device=self._device), kept
         return self._queries_flat(ready), kept
 
@@ -446,20 +456,14 @@ class KernelMetric(Metric):
         meta = pack_state(self._kernel, zeros, metric=type(self).__name__)
         del meta["sums"]
         state = OrderedDict(_sums=self._sums.detach().clone(), **{k: meta[k] for k in sorted(meta)})
-        if self.query_mode != "whole":  # the open (or stored) items, and the last closed id
-            pending = self._queries.pending()
-            empty = (torch.zeros(0, dtype=torch.long), torch.zeros(0), torch.zeros(0))
-            for key, items in zip(_QUERY_KEYS, pending or empty, strict=True):
-                state[key] = items.detach().clone()
-            closed = self._queries.kept.closed_max
-            state["query_closed_max"] = torch.tensor([] if closed is None else [closed], dtype=torch.long)
+        state.update(query_state(self._queries))  # the open (or stored) items, the closed ids
         return state
 
     def _load_state_dict_per_rank(self, state_dict: Any) -> None:
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"state_dict of {type(self).__name__} must be a mapping, got {type(state_dict)}")
-        kept = self._saved_queries(state_dict)
-        rest = {k: v for k, v in state_dict.items() if k != "_sums" and k not in _QUERY_STATE}
+        kept = saved_queries(state_dict, self.query_mode, type(self).__name__)
+        rest = {k: v for k, v in state_dict.items() if k != "_sums" and k not in QUERY_STATE}
         sums = state_dict.get("_sums")
         expected = flat_size(self._fields)
         layout = self._saved_without_statistics(rest, sums, expected) or self._fields
@@ -486,32 +490,6 @@ class KernelMetric(Metric):
         self._queries.commit(kept)
         self._loaded = True
 
-    def _saved_queries(self, state_dict: Mapping[str, Any]) -> Kept:
-        """The query stream saved in ``state_dict`` (``query_mode`` "sorted" or "any"), checked:
-        open items in a metric of another mode are a ``ValueError``."""
-        items = [state_dict.get(k) for k in _QUERY_KEYS]
-        closed = state_dict.get("query_closed_max")
-        if all(x is None for x in (*items, closed)):
-            return Kept()
-        if not all(isinstance(x, torch.Tensor) and x.ndim == 1 for x in (*items, closed)):
-            raise ValueError(
-                f"state_dict of {type(self).__name__}: {', '.join(_QUERY_STATE)} must be 1-d tensors, got "
-                f"{[type(x).__name__ for x in (*items, closed)]}"
-            )
-        n = int(items[0].shape[0])
-        if self.query_mode == "whole" and n:
-            raise ValueError(
-                f"state_dict of {type(self).__name__} holds {n} items of open queries (saved with "
-                "query_mode 'sorted' or 'any'): load it into a metric with that query_mode"
-            )
-        if self.query_mode == "whole":
-            return Kept()
-        stream = QueryStream(self.query_mode)
-        kept = stream.feed(*items)[1] if n else Kept()  # checked as a batch of flat items
-        if self.query_mode == "sorted" and n and len(kept.items) != 1:
-            raise ValueError(f"state_dict of {type(self).__name__}: the saved items hold more than one query")
-        return Kept(kept.items, int(closed[0]) if closed.shape[0] else None)
-
     def _saved_without_statistics(
         self, rest: Mapping[str, Any], sums: Any, expected: int
     ) -> dict[str, tuple[int, ...]] | None:
@@ -535,13 +513,21 @@ class KernelMetric(Metric):
 
     def compute(self) -> Any:
         """The result of the sums (all-reduced over the processes of a distributed run), with
-        the queries still open (``query_mode="sorted"``) or stored (``"any"``) counted in, not
-        closed: a later update may still continue the open query."""
-        pending = self._queries.pending()
+        the queries still open (``query_mode="contiguous"``, ``"sorted"``) or stored (``"any"``)
+        counted in, not closed: a later update may still continue the open query. In a
+        distributed run those items are gathered from every process (one query where several
+        hold its items, as torchmetrics' ``"cat"`` states); with ``"contiguous"``, a query
+        closed by two processes (its items dealt to both) is a ``ValueError`` naming
+        ``query_mode='any'`` on every process."""
+        check_distributed(self._queries, type(self).__name__)
+        pending = gathered_pending(self._queries)  # every process's, in a distributed run
         if pending is None:
             return self._reduced_result()
         kept = self._sums
-        self._sums = kept + self._queries_flat(pending)
+        # the pending items are every process's: each adds their sums to the all-reduce but the
+        # first, which adds them once (computed everywhere: an error is raised everywhere)
+        first = idist.get_rank() == 0
+        self._sums = kept + self._queries_flat(pending) * first
         try:
             return self._reduced_result()
         finally:

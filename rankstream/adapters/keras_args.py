@@ -67,8 +67,9 @@ ARGS: dict[str, str] = {
     "compiled batch over a bound is left out and counted as invalid (``result()`` NaN).",
     "max_query_length": "with ``query_ids``: the most items of one query in one batch, or None "
     "(required in a compiled step, as ``max_queries``).",
-    "query_mode": '``"whole"`` (default, the only mode in Keras): each batch holds whole queries; '
-    '``"sorted"`` and ``"any"`` are refused (a carried query or stored items are not sums).',
+    "query_mode": '``"whole"`` (default, the only mode in Keras): each batch holds whole queries (a query '
+    'cut by a batch counts as two, unchecked); ``"contiguous"``, ``"sorted"`` and ``"any"`` are refused (a '
+    "carried query, closed ids or stored items are not sums).",
     "chance": 'False (default) or True: ``result()`` is ``{{name: value, name + "_expected": ..., name + '
     '"_adjusted": ..., name + "_z": ...}}`` (after the interval\'s keys with ``confidence``), each a key of '
     "the logs: the mean under a uniformly random ranking of each list's items, ``(M - E) / (M_best - E)`` "

@@ -341,10 +341,11 @@ def query_ids_settings(
     query_ids: bool, max_queries: Any, max_query_length: Any, query_mode: str
 ) -> QueryIds | None:
     """The checked query-id settings of a list metric (None: lists, as keras-rs). Only
-    ``query_mode="whole"`` (each batch holds whole queries): ``"sorted"`` carries an open query
-    between batches and ``"any"`` stores every item until the result, neither of which is a
-    fixed-shape sum that Keras' ``aggregation="sum"`` variables can hold, add up across replicas
-    or keep inside a compiled step."""
+    ``query_mode="whole"`` (each batch holds whole queries): ``"contiguous"`` and ``"sorted"``
+    carry an open query between batches (and ``"contiguous"`` the ids of the closed queries),
+    ``"any"`` stores every item until the result, none of which is a fixed-shape sum that Keras'
+    ``aggregation="sum"`` variables can hold, add up across replicas or keep inside a compiled
+    step."""
     if not isinstance(query_ids, bool):
         raise TypeError(f"query_ids must be a bool, got {query_ids!r}")
     check_query_mode(query_mode)
@@ -352,9 +353,10 @@ def query_ids_settings(
         raise ValueError(
             f"query_mode={query_mode!r} is not available in Keras: only 'whole' (each batch holds whole "
             "queries). Keras metric state is fixed-shape variables summed across replicas, so neither an "
-            "open query carried to the next batch ('sorted') nor every item stored until result() ('any') "
-            "fits it; batch the items by query (e.g. tf.data's group_by_window or a dataset sorted by "
-            "query id cut at query boundaries), or use rankstream.ignite / rankstream.torchmetrics"
+            "open query carried to the next batch with the ids of the closed ones ('contiguous', 'sorted') "
+            "nor every item stored until result() ('any') fits it; batch the items by query (e.g. "
+            "tf.data's group_by_window or a dataset sorted by query id cut at query boundaries), or use "
+            "rankstream.ignite / rankstream.torchmetrics"
         )
     bounds = _bound(max_queries, "max_queries"), _bound(max_query_length, "max_query_length")
     if not query_ids:

@@ -303,7 +303,8 @@ class ListMetrics(KernelMetric):
             a compiled step; eagerly a checked bound), or None.
         max_query_length: with ``query_ids``: the most items of one query in one batch
             (required in a compiled step; eagerly a checked bound), or None.
-        query_mode: ``"whole"`` (each batch holds whole queries; the only mode in Keras).
+        query_mode: ``"whole"`` (each batch holds whole queries, unchecked: a query cut by a
+            batch counts as two; the only mode in Keras).
     """
 
     _config = ("metrics", "shuffle_ties", "seed", "empty", "prefix")

@@ -107,6 +107,22 @@ class FlatQueries:
             self._memo[key] = make()
         return self._memo[key]
 
+    def joined_with(self, key: Any, source: tuple[torch.Tensor, ...], make: Callable[[], Any]) -> Any:
+        """``make()`` once per ``key`` while ``source`` (tensors a metric carries in, e.g. an
+        open query's items) are the same objects: the metrics of a ``MetricCollection`` that
+        carry the same tensors into this batch share what is made of them; another metric's
+        own tensors make it anew."""
+        held = self._memo.get(("joined", key))
+        if (
+            held is not None
+            and len(held[0]) == len(source)
+            and all(a is b for a, b in zip(held[0], source, strict=True))
+        ):
+            return held[1]
+        value = make()
+        self._memo[("joined", key)] = (source, value)
+        return value
+
     # -- input checks (read once for every metric) ----------------------------------------
     def bad_binary(self) -> float | None:
         """A target value other than 0 and 1, or None (integer targets: one pass, their
@@ -136,14 +152,21 @@ class FlatQueries:
     def sorted_items(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(preds, target, counts)``: the items in query-id order (stable) and the run
         length of each query."""
+        return self._grouped()[1:]
 
-        def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def query_ids(self) -> torch.Tensor:
+        """The distinct query ids ``(Q,)``, increasing: the query of each row of the per-query
+        values (and of the lists :func:`~rankstream.core.grouping.group_by_query` makes)."""
+        return self._grouped()[0]
+
+    def _grouped(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
             i, p, y = self.indexes, self.preds, self.target
             if i.shape[0] > 1 and not bool((i[1:] >= i[:-1]).all()):
                 i, order = torch.sort(i, stable=True)
                 p, y = p[order], y[order]
-            _, counts = torch.unique_consecutive(i, return_counts=True)
-            return p, y, counts
+            ids, counts = torch.unique_consecutive(i, return_counts=True)
+            return ids, p, y, counts
 
         return self.once("sorted", make)
 

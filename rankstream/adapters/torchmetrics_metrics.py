@@ -25,11 +25,16 @@ the extreme of ``value_max``/``value_min`` and, unless skipped, 0 (``"neg"``) or
 for the empty queries; no query at all gives 0, as torchmetrics. These conventions have no core
 option (the kernels run with ``empty="zero"`` and the adapter keeps the empty queries apart).
 
-``query_mode`` (:data:`~rankstream.core.grouping.QUERY_MODES`): ``"whole"`` (each ``update``
-holds whole queries; constant state), ``"sorted"`` (ids sorted across updates; the one open
-query is kept, as list states with ``dist_reduce_fx="cat"``, and evaluated at ``compute()``)
-or ``"any"`` (every item is kept, as torchmetrics does, and evaluated at ``compute()``: this
-mode stores the predictions).
+``query_mode`` (:data:`~rankstream.core.grouping.QUERY_MODES`): ``"contiguous"`` (the default:
+a query's items come together, in any order within an update, and the query of an update's
+last item may continue into the next; that open query is kept, as list states with
+``dist_reduce_fx="cat"``, and evaluated when it closes or at ``compute()``; the ids of the
+closed queries are kept too, ``closed_ids``, so that an id coming back is a ``ValueError``
+naming ``query_mode='any'``, and at ``compute()`` after a distributed sync an id counted by
+two processes is one), ``"whole"`` (each ``update`` holds whole queries; constant state, no
+check), ``"sorted"`` (ids sorted across updates; the one open query is kept) or ``"any"``
+(every item is kept, as torchmetrics does, and evaluated at ``compute()``: this mode stores
+the predictions).
 """
 
 from __future__ import annotations
@@ -47,7 +52,8 @@ from rankstream.adapters import torchmetrics_flat as by_rank
 from rankstream.adapters.ignite_derive import derived_class, parameters
 from rankstream.adapters.torchmetrics_flat import FlatQueries, checked_items, flat_queries
 from rankstream.adapters.torchmetrics_kernels import RETRIEVED, RetrievedMAPKernel, RetrievedRecallKernel
-from rankstream.core.grouping import check_query_mode, group_by_query, split_open_query
+from rankstream.adapters.torchmetrics_queries import QueryModes
+from rankstream.core.grouping import check_query_mode, group_by_query
 from rankstream.core.lists.auc import AUCKernel, GAUCKernel
 from rankstream.core.lists.base import WHOLE_LIST, ListKernel
 from rankstream.core.lists.err import ERRKernel
@@ -63,7 +69,6 @@ from rankstream.core.state import kernel_config
 EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
 AGGREGATIONS = ("mean", "max", "min")
 _SUMS = ("value_sum", "weight_sum", "empty_weight", "empty_count")
-_CARRIED = ("carry_indexes", "carry_preds", "carry_target")
 
 
 def _check_top_k(top_k: int | None) -> int | None:
@@ -72,7 +77,7 @@ def _check_top_k(top_k: int | None) -> int | None:
     return top_k
 
 
-class RetrievalListMetric(Metric):
+class RetrievalListMetric(QueryModes, Metric):
     """The base of the adapter's metrics (see the module docstring). A subclass sets
     ``graded`` (targets other than 0/1 allowed), ``coded`` (the kernel reads labels coded
     0/1/2 for torchmetrics' non-positive scores, :mod:`~rankstream.adapters.torchmetrics_kernels`)
@@ -125,12 +130,7 @@ class RetrievalListMetric(Metric):
             self.add_state(name, default=torch.zeros((), dtype=dt), dist_reduce_fx="sum")
         self.add_state("value_max", default=torch.full((), -torch.inf, dtype=dt), dist_reduce_fx="max")
         self.add_state("value_min", default=torch.full((), torch.inf, dtype=dt), dist_reduce_fx="min")
-        if self.query_mode != "whole":
-            for name in _CARRIED:
-                self.add_state(name, default=[], dist_reduce_fx="cat")
-        if self.query_mode == "sorted":  # the largest id of a closed query
-            low = torch.iinfo(torch.long).min
-            self.add_state("closed_max", default=torch.full((), low, dtype=torch.long), dist_reduce_fx="max")
+        self._add_query_states()  # the open query's items, the closed ids (torchmetrics_queries)
         # MetricCollection's compute groups merge metrics whose states are equal after their
         # first update (one update then serves the group). Equal states mean equal inputs for
         # torchmetrics' own metrics, not for ours: two metrics' sums can agree on one batch (no
@@ -205,7 +205,9 @@ class RetrievalListMetric(Metric):
         """The state's terms of the queries of these items (each query whole)."""
         return self._stats_of(FlatQueries(indexes, preds, target))
 
-    def _stats_of(self, fq: FlatQueries) -> dict[str, torch.Tensor]:
+    def _stats_of(self, fq: FlatQueries, keep: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """The state's terms of the queries of ``fq`` (each whole), of those where ``keep``
+        (bool ``(Q,)``, the rows of :meth:`FlatQueries.query_ids`) is True only, if given."""
         dt = torch.float64
         dev = fq.preds.device
         out = {name: torch.zeros((), dtype=dt, device=dev) for name in _SUMS}
@@ -231,7 +233,9 @@ class RetrievalListMetric(Metric):
             values, _, weights = self.kernel.per_list(scores, labels, mask)
             v = values[:, 0].to(dt)
             w = weights.to(dt)
-        full = ~empty
+        if keep is not None:
+            empty = empty & keep
+        full = ~empty if keep is None else ~empty & keep
         out["value_sum"] = torch.where(full, w * v, 0.0).sum()
         out["weight_sum"] = torch.where(full, w, 0.0).sum()
         out["empty_weight"] = torch.where(empty, w, 0.0).sum()
@@ -249,9 +253,9 @@ class RetrievalListMetric(Metric):
     # -- the Metric API -------------------------------------------------------------------
     def forward(self, preds: torch.Tensor, target: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
         """Update with the batch and return the batch's own value (torchmetrics' ``forward``;
-        in ``"sorted"`` mode through the full-state path: the batch's first query may continue
-        one carried in from the earlier batches)."""
-        if self.query_mode == "sorted":
+        in ``"contiguous"`` and ``"sorted"`` mode through the full-state path: the batch's first
+        query may continue one carried in from the earlier batches)."""
+        if self.query_mode in ("contiguous", "sorted"):
             return self._forward_full_state_update(preds, target, indexes)
         return super().forward(preds, target, indexes)
 
@@ -262,33 +266,13 @@ class RetrievalListMetric(Metric):
         fq = self._flat(preds, target, indexes)
         if fq.indexes.numel() == 0:
             return
-        if self.query_mode == "whole":
-            self._add(self._stats_of(fq))
-            return
-        indexes, preds, target = fq.indexes, fq.preds, fq.target
-        if self.query_mode == "any":
-            self.carry_indexes.append(indexes)
-            self.carry_preds.append(preds)
-            self.carry_target.append(target)
-            return
-        carried = [
-            torch.cat([*getattr(self, n), x]) for n, x in zip(_CARRIED, (indexes, preds, target), strict=True)
-        ]
-        closed_max = int(self.closed_max)
-        low = torch.iinfo(torch.long).min
-        (ci, cp, ct), (oi, op, ot) = split_open_query(*carried, None if closed_max == low else closed_max)
-        stats = self._stats(ci, cp, ct)  # may raise: nothing has changed yet
-        self._add(stats)
-        if ci.numel():
-            self.closed_max = torch.maximum(self.closed_max, ci.max())
-        self.carry_indexes, self.carry_preds, self.carry_target = [oi], [op], [ot]
+        self._update_queries(fq)
 
     def compute(self) -> torch.Tensor:
         """The aggregate over the queries (see the module docstring), a float64 scalar."""
         sums = {name: getattr(self, name) for name in (*_SUMS, "value_max", "value_min")}
-        if self.query_mode != "whole" and len(self.carry_indexes):
-            items = [torch.cat(x) if isinstance(x, list) else x for x in (getattr(self, n) for n in _CARRIED)]
-            more = self._stats(*items)
+        more = self._pending_stats()
+        if more is not None:
             sums = {
                 **{name: sums[name] + more[name] for name in _SUMS},
                 "value_max": torch.maximum(sums["value_max"], more["value_max"]),
@@ -332,9 +316,13 @@ _ARGS_DOC = """
         ignore_index: items whose target equals it are dropped (None: none).
         aggregation: over the queries, ``"mean"`` (default), ``"max"`` or ``"min"``; a median
             is refused (the streamed state keeps sums and extremes only).
-        query_mode: ``"whole"`` (each update holds whole queries; constant memory; default),
-            ``"sorted"`` (ids sorted across updates; the open query is carried) or ``"any"``
-            (every item kept until ``compute()``, as torchmetrics: stores the predictions).
+        query_mode: ``"contiguous"`` (default: a query's items come together, in any order
+            within an update, and an update's last query may continue into the next: its items
+            are kept, and one id per closed query, so that an id coming back is a ``ValueError``
+            naming ``"any"``), ``"whole"`` (each update holds whole queries; constant memory; a
+            cut query counts as two), ``"sorted"`` (ids sorted across updates; the open query is
+            carried) or ``"any"`` (every item kept until ``compute()``, as torchmetrics: stores
+            the predictions). See docs/torchmetrics.md.
         compute_on_cpu, dist_sync_on_step, process_group, dist_sync_fn, sync_on_compute,
             compute_with_cache: as ``torchmetrics.Metric``."""
 
@@ -390,7 +378,7 @@ def _signature(row: _Row) -> inspect.Signature:
     positional += [("top_k", None, "int | None")] if row.top_k else []
     positional += [("adaptive_k", False, "bool")] if row.adaptive_k else []
     positional += [("aggregation", "mean", "str")]
-    keyword = [*row.options, ("query_mode", "whole", "str")]
+    keyword = [*row.options, ("query_mode", "contiguous", "str")]
     keyword += [("nonpositive_retrieved", False, "bool")] if row.nonpositive else []
     return inspect.Signature(
         [

@@ -4,6 +4,11 @@ An adapter that takes flat ``(indexes, preds, target)`` items (see
 :mod:`rankstream.core.grouping`) chooses how a query may span its updates with ``query_mode``;
 :class:`QueryStream` keeps what that choice needs between updates:
 
+* ``"contiguous"`` (the adapters' default): a query's items arrive together, in one batch (any
+  order there) or continuing from the end of one batch into the next; the query of a batch's
+  last item is kept open and joins the next batch, every other query is ready, and the ids of
+  the closed queries are kept so that an id coming again is a ``ValueError`` naming
+  ``query_mode='any'`` (:func:`~rankstream.core.grouping.split_contiguous`);
 * ``"whole"``: each batch holds whole queries; nothing is kept (every batch is ready as it is);
 * ``"sorted"``: the ids arrive sorted across batches; the queries a batch closes are ready, the
   one still open at its end (the batch's last id) is kept and joins the next batch. An id seen
@@ -22,7 +27,14 @@ arrays alike.
 from typing import Any, NamedTuple
 
 from rankstream.core.backends import get_ops
-from rankstream.core.backends.grouping import check_flat, check_query_mode, split_open_query
+from rankstream.core.backends.grouping import (
+    cat_ids,
+    check_flat,
+    check_query_mode,
+    sorted_ids,
+    split_contiguous,
+    split_open_query,
+)
 
 Array = Any
 Items = tuple[Any, Any, Any]
@@ -30,10 +42,13 @@ Items = tuple[Any, Any, Any]
 
 class Kept(NamedTuple):
     """What a :class:`QueryStream` holds between updates: the items kept (``(indexes, preds,
-    target)`` batches, in order) and, in ``"sorted"`` mode, the largest id of a closed query."""
+    target)`` batches, in order), in ``"sorted"`` mode the largest id of a closed query, in
+    ``"contiguous"`` mode the ids of the closed queries (chunks, each increasing:
+    :func:`~rankstream.core.backends.grouping.with_closed`)."""
 
     items: tuple[tuple[Any, Any, Any], ...] = ()
     closed_max: int | None = None
+    closed: tuple[Any, ...] = ()
 
 
 def _cat(parts: list[Array]) -> Array:
@@ -47,8 +62,9 @@ def _joined(items: tuple[Items, ...]) -> Items:
 class QueryStream:
     """The items of queries that span updates (see the module docstring)."""
 
-    def __init__(self, query_mode: str = "whole") -> None:
+    def __init__(self, query_mode: str = "contiguous", owner: str = "") -> None:
         self.query_mode = check_query_mode(query_mode)
+        self.owner = owner  # what the errors name first, e.g. "NDCG: "
         self.kept = Kept()
 
     def clear(self) -> None:
@@ -58,8 +74,15 @@ class QueryStream:
     def feed(self, indexes: Array, preds: Array, target: Array) -> tuple[Items | None, Kept]:
         """``(the items of whole queries ready now or None, the stream's next content)``;
         nothing changes until :meth:`commit`. Bad ids (``"sorted"``: out of order, or an id
-        seen after its query closed) raise a ``ValueError``."""
+        seen after its query closed; ``"contiguous"``: an id seen after its query closed) raise
+        a ``ValueError``."""
         check_flat(indexes, preds, target)
+        if self.query_mode == "contiguous":
+            carried = self.kept.items[0] if self.kept.items else None
+            ready, still_open, closed = split_contiguous(
+                indexes, preds, target, carried, self.kept.closed, self.owner
+            )
+            return ready, Kept(() if still_open is None else (still_open,), None, closed)
         if self.query_mode == "whole":
             return (indexes, preds, target), self.kept
         if self.query_mode == "any":
@@ -77,6 +100,14 @@ class QueryStream:
         self.kept = kept
 
     def pending(self) -> Items | None:
-        """The items a result adds without closing them: the open query (``"sorted"``), every
-        stored item (``"any"``), or None."""
+        """The items a result adds without closing them: the open query (``"contiguous"``,
+        ``"sorted"``), every stored item (``"any"``), or None."""
         return _joined(self.kept.items) if self.kept.items else None
+
+    def closed_ids(self) -> Array | None:
+        """The ids of the queries closed so far (``"contiguous"``), one array in increasing
+        order, or None where none is kept."""
+        chunks = self.kept.closed
+        if not chunks:
+            return None
+        return sorted_ids(cat_ids(list(chunks))) if len(chunks) > 1 else chunks[0]

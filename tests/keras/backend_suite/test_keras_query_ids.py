@@ -335,8 +335,9 @@ def test_bad_inputs_name_the_argument():
 
 
 def test_bad_settings_name_the_argument():
-    with pytest.raises(ValueError, match=r"query_mode='sorted' is not available in Keras"):
-        NDCG(query_ids=True, query_mode="sorted")
+    for mode in ("contiguous", "sorted", "any"):  # the modes that keep more than sums
+        with pytest.raises(ValueError, match=rf"query_mode='{mode}' is not available in Keras"):
+            NDCG(query_ids=True, query_mode=mode)
     with pytest.raises(ValueError, match=r"query_mode must be one of"):
         MAP(query_ids=True, query_mode="open")
     with pytest.raises(ValueError, match=r"max_queries must be a positive int or None, got 0"):
