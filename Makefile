@@ -1,26 +1,42 @@
-# Every target builds .venv itself on a fresh machine (python3 -m venv + pip), so
-# `make demo` and `make test` are the only set-up commands. constraints.txt pins this
-# machine's CPU torch wheel; the package metadata itself has only lower bounds.
+# Every target builds .venv itself on a fresh machine (python3 -m venv + pip), in two steps:
+# `make demo` installs only what the demo needs (rankstream[ignite,examples]: torch,
+# pytorch-ignite, matplotlib, tqdm) and runs it; `make test` and every other target (venv, bench,
+# bench-spark, docs, lint, test-*) add the dev extra on top (the test peers, Keras with JAX and
+# TensorFlow, pyspark, pdoc, ruff). Each step leaves a stamp in .venv and is redone when
+# pyproject.toml or constraints.txt changes. constraints.txt pins this machine's CPU torch wheel
+# for every install; the package metadata itself has only lower bounds.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+DEMO_STAMP := $(VENV)/.demo-installed
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip
+# The extras `make demo` installs (tests/test_packaging.py runs the demo with nothing else).
+DEMO_EXTRAS := ignite,examples
+# The torch version constraints.txt pins, checked after each install.
+TORCH_PIN := $(shell sed -n 's/^torch==//p' constraints.txt)
+CHECK_TORCH := $(BIN)/python -c "import torch; assert torch.__version__.split('+')[0] == '$(TORCH_PIN)', torch.__version__"
 PYTEST_ARGS ?=
 
 .PHONY: venv demo test test-core test-keras-torch test-keras-jax test-keras-tensorflow bench bench-spark lint docs clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+# What the demo needs, and nothing else.
+$(DEMO_STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
-	$(PIP) install -q -c constraints.txt torch==2.13.0
+	$(PIP) install -q -c constraints.txt -e ".[$(DEMO_EXTRAS)]"
+	$(CHECK_TORCH)
+	touch $(DEMO_STAMP)
+
+# Everything the suite, the benchmarks, the docs and the linter need, on top of the demo's.
+$(STAMP): $(DEMO_STAMP)
 	$(PIP) install -q -c constraints.txt -e ".[dev]"
-	$(BIN)/python -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	$(CHECK_TORCH)
 	touch $(STAMP)
 
-demo: venv
+demo: $(DEMO_STAMP)
 	$(BIN)/python examples/ignite_recommender.py
 
 # The whole suite, one pytest run after the other (never side by side: two cores are often

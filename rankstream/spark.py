@@ -18,6 +18,9 @@ A metric's state is a bag of sums, so Spark can compute it::
   lists (to float rounding), for any number of partitions and record batches.
 * The partial sums are a stage's output, not an accumulator: when Spark retries a failed task,
   the retried attempt's row replaces the failed one's, so nothing is counted twice.
+* Before the first job on a session, one tiny probe job checks that Spark's Python workers have
+  numpy, pyarrow and the driver's rankstream (:class:`SparkWorkerError` says what is missing in
+  which Python, and how ``PYSPARK_PYTHON`` / ``spark.pyspark.python`` choose it).
 
 Input shapes:
 
@@ -62,6 +65,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from rankstream.adapters.spark_arrow import ERROR_MARK, Columns, mapper
+from rankstream.adapters.spark_workers import SparkWorkerError, check_workers
 from rankstream.core.lists.base import ListKernel
 from rankstream.core.lists.collection import ListMetrics
 from rankstream.core.ranks.kernel import RankKernel
@@ -72,6 +76,7 @@ require("rankstream.spark", "pyspark", pyspark.__version__, "3.5", "spark", "Dat
 __all__ = [
     "CONVENTIONS",
     "RANKING_EVALUATOR_NAMES",
+    "SparkWorkerError",
     "binary_gain",
     "evaluate",
     "evaluate_state",
@@ -264,6 +269,7 @@ def evaluate_state(
         raise TypeError(f"df must be a pyspark.sql.DataFrame, got {type(df).__name__}")
     kernel = _kernel(metric, conventions)
     lists, cols = _lists(df, isinstance(kernel, RankKernel), scores, labels, mask, weight, query, item)
+    check_workers(df.sparkSession)  # once per session: can its Python workers run the job?
     partials = lists.mapInArrow(mapper(kernel, cols), "sums array<double>")  # one row per partition
     # Spark sums the rows element by element: partial sums per partition, then one per element
     total = partials.select(F.posexplode("sums").alias("i", "v")).groupBy("i").agg(F.sum("v").alias("v"))
@@ -315,8 +321,10 @@ def evaluate(
             :func:`spark_mllib_metrics`.
 
     Raises ``ValueError`` for a missing column or bad data found on an executor (the message
-    names it; Spark retries the task first), ``TypeError`` for a column of the wrong type, and
-    :class:`~rankstream.NotComputableError` when no list counts."""
+    names it; Spark retries the task first), ``TypeError`` for a column of the wrong type,
+    :class:`SparkWorkerError` when Spark's Python workers lack numpy, pyarrow or rankstream (or
+    run another rankstream version, or do not start; checked once per session, before the first
+    job), and :class:`~rankstream.NotComputableError` when no list counts."""
     return evaluate_state(
         df,
         metric,

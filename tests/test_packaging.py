@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from _extras import hidden_distributions, hidden_modules
 from _hang_guard import run as guarded_run
 
 import rankstream
@@ -28,12 +29,15 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
 DEMO = ROOT / "examples" / "ignite_recommender.py"
 
-# Run first in every subprocess below: hides the top-level packages named in RANKSTREAM_HIDE.
+# Run first in every subprocess below: hides the top-level packages named in RANKSTREAM_HIDE
+# from imports, and the distributions named in RANKSTREAM_HIDE_DISTS (canonical names) from
+# importlib.metadata (torch, for one, asks the metadata whether optree is installed).
 HIDE = textwrap.dedent(
     """
-    import importlib.machinery, os, sys
+    import importlib.machinery, os, re, sys
 
     HIDDEN = set(filter(None, os.environ.get("RANKSTREAM_HIDE", "").split(",")))
+    HIDDEN_DISTS = set(filter(None, os.environ.get("RANKSTREAM_HIDE_DISTS", "").split(",")))
 
     class Hiding(importlib.machinery.PathFinder):
         @classmethod
@@ -41,6 +45,12 @@ HIDE = textwrap.dedent(
             if name.partition(".")[0] in HIDDEN:
                 return None
             return super().find_spec(name, path, target)
+
+        @classmethod
+        def find_distributions(cls, *args, **kwargs):
+            for dist in super().find_distributions(*args, **kwargs):
+                if re.sub(r"[-_.]+", "-", dist.metadata["Name"] or "").lower() not in HIDDEN_DISTS:
+                    yield dist
 
     sys.meta_path[:] = [Hiding if f is importlib.machinery.PathFinder else f for f in sys.meta_path]
     """
@@ -275,21 +285,66 @@ def test_too_old_framework_is_named(module, fake, version, expected):
 # --- the demo, as `make demo > log` runs it -------------------------------------------------
 
 
+def makefile_variable(name: str) -> str:
+    found = re.search(rf"^{name} := (.*)$", MAKEFILE, re.M)
+    assert found, f"the Makefile sets no {name}"
+    return found.group(1).strip()
+
+
+MAKEFILE = (ROOT / "Makefile").read_text()
+DEMO_EXTRAS = set(makefile_variable("DEMO_EXTRAS").split(","))
+
+
+def makefile_rules() -> dict[str, tuple[list[str], str]]:
+    """target -> (its prerequisites, its recipe) for each rule of the Makefile (a static pattern
+    rule's prerequisites are those after its last colon)."""
+    rules = {}
+    for m in re.finditer(r"^([^\s#][^:\n]*):(?!=)([^\n]*)\n((?:\t[^\n]*\n)*)", MAKEFILE, re.M):
+        rules[m.group(1).strip()] = (m.group(2).rpartition(":")[2].split(), m.group(3))
+    return rules
+
+
+def test_make_demo_installs_the_demo_extras_alone_and_every_other_target_the_dev_extra():
+    """``make demo`` on a fresh clone builds a venv with the demo's extras only (torch pinned by
+    constraints.txt) and runs the demo; every other target that runs Python from the venv
+    needs the dev extra, installed on top (a second stamp)."""
+    rules = makefile_rules()
+    assert makefile_variable("DEMO_STAMP") == "$(VENV)/.demo-installed"
+    assert makefile_variable("STAMP") == "$(VENV)/.installed"
+    prereqs, recipe = rules["$(DEMO_STAMP)"]
+    assert prereqs == ["pyproject.toml", "constraints.txt"]
+    assert "$(PY) -m venv $(VENV)" in recipe
+    installs = re.findall(r"\$\(PIP\) install -q (.*)", recipe)
+    assert installs == ["--upgrade pip setuptools wheel", '-c constraints.txt -e ".[$(DEMO_EXTRAS)]"']
+    assert rules["demo"] == (["$(DEMO_STAMP)"], "\t$(BIN)/python examples/ignite_recommender.py\n")
+    prereqs, recipe = rules["$(STAMP)"]
+    assert prereqs == ["$(DEMO_STAMP)"]
+    assert re.findall(r"\$\(PIP\) install -q (.*)", recipe) == ['-c constraints.txt -e ".[dev]"']
+    assert rules["venv"][0] == ["$(STAMP)"]
+    phony = re.search(r"^\.PHONY: (.*)$", MAKEFILE, re.M).group(1).split()
+    keras = [f"test-keras-{b}" for b in makefile_variable("KERAS_BACKENDS").split()]
+    others = set(phony) - {"venv", "demo", "clean", *keras}
+    assert others == {"test", "test-core", "bench", "bench-spark", "lint", "docs"}
+    for target in [*sorted(others), "$(addprefix test-keras-,$(KERAS_BACKENDS))"]:
+        assert rules[target][0] == ["venv"], (target, rules[target])
+    # both installs end with the check that torch is the pinned wheel
+    assert "constraints.txt" in makefile_variable("TORCH_PIN")
+    for stamp in ("$(DEMO_STAMP)", "$(STAMP)"):
+        assert rules[stamp][1].splitlines()[-2:] == ["\t$(CHECK_TORCH)", f"\ttouch {stamp}"]
+
+
 def test_demo_logs_one_clean_line_per_epoch_and_writes_its_plot(tmp_path):
+    """The demo as ``make demo > log`` runs it, with nothing importable but what ``make demo``
+    installs (``rankstream[$(DEMO_EXTRAS)]``: every other package of this environment hidden)."""
     png = tmp_path / "plot" / "demo.png"
-    proc = guarded_run(
-        [
-            sys.executable,
-            str(DEMO),
-            "--epochs",
-            "1",
-            "--plot",
-            str(png),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    proc = run_python(
+        f"""
+        import runpy
+        sys.argv = [{str(DEMO)!r}, "--epochs", "1", "--plot", {str(png)!r}]
+        runpy.run_path({str(DEMO)!r}, run_name="__main__")
+        """,
+        hide=tuple(hidden_modules(DEMO_EXTRAS)),
+        RANKSTREAM_HIDE_DISTS=",".join(hidden_distributions(DEMO_EXTRAS)),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "\r" not in proc.stdout + proc.stderr  # no progress bar written into a log
@@ -314,6 +369,58 @@ def test_demo_logs_one_clean_line_per_epoch_and_writes_its_plot(tmp_path):
         assert int(found.group(4)) == users
     assert f"per epoch: {png}" in proc.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+TORCHMETRICS_SNIPPET = """
+import torch
+from rankstream.torchmetrics import RetrievalMRR, RetrievalNormalizedDCG
+
+preds = torch.tensor([0.9, 0.2, 0.5, 0.1, 0.8, 0.3])
+target = torch.tensor([1, 0, 0, 0, 0, 1])
+indexes = torch.tensor([0, 0, 0, 1, 1, 1])
+mrr, ndcg = RetrievalMRR(), RetrievalNormalizedDCG(top_k=2)
+mrr.update(preds, target, indexes=indexes)
+ndcg.update(preds, target, indexes=indexes)
+print("torchmetrics:", round(float(mrr.compute()), 4), round(float(ndcg.compute()), 4))
+"""
+
+
+def run_example_code(script: str, *args: str) -> str:
+    path = ROOT / "examples" / script
+    argv = [str(path), *args]
+    return f"import runpy\nsys.argv = {argv!r}\nrunpy.run_path({str(path)!r}, run_name='__main__')\n"
+
+
+@pytest.mark.parametrize(
+    "extras, also, code, env, expected",
+    [
+        # pip install ".[ignite]": compare_rankers (torch and Ignite alone)
+        (
+            {"ignite"},
+            (),
+            run_example_code("compare_rankers.py", "--users", "500"),
+            {},
+            r"^ndcg@10/itemknn-vs-popularity \[diff, ci_low, ci_high, p_value\]: \[",
+        ),
+        # pip install ".[keras]" jax, as the README says
+        ({"keras"}, ("jax",), run_example_code("keras_ranking.py"), {"KERAS_BACKEND": "jax"}, r"^test: \{"),
+        # pip install ".[torchmetrics]": the README's torchmetrics block
+        ({"torchmetrics"}, (), TORCHMETRICS_SNIPPET, {}, r"^torchmetrics: 0.75 0.8155$"),
+    ],
+    ids=["ignite", "keras+jax", "torchmetrics"],
+)
+def test_an_extra_alone_runs_its_adapter(extras, also, code, env, expected):
+    """With every package of this environment that ``pip install ".[extras]" *also`` would not
+    install hidden (imports and metadata), the adapter's example runs. The spark extra is built
+    for real (tests/test_extras_venv.py); the demo's extras in the demo test above."""
+    proc = run_python(
+        code,
+        hide=tuple(hidden_modules(extras, also)),
+        RANKSTREAM_HIDE_DISTS=",".join(hidden_distributions(extras, also)),
+        **env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(expected, proc.stdout, re.M), proc.stdout
 
 
 def test_demo_without_matplotlib_says_which_extra_before_training():

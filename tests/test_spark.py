@@ -8,20 +8,24 @@ of 7 rows make every partition several batches of different widths."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import runpy
 import shutil
 import sys
 
 import numpy as np
 import pytest
+from _hang_guard import run as run_guarded
 
 pytest.importorskip("pyspark", reason="pyspark is missing (pip install 'rankstream[spark]')")
 pytest.importorskip("pyarrow", reason="pyarrow is missing (pip install 'rankstream[spark]')")
 if shutil.which("java") is None:
     pytest.skip("Java is missing: Spark needs a JVM (java on PATH)", allow_module_level=True)
 
+import pyarrow
 from pyspark import TaskContext
 from pyspark.ml.evaluation import RankingEvaluator
 from pyspark.mllib.evaluation import RankingMetrics
@@ -30,11 +34,13 @@ from pyspark.sql import functions as F
 
 import rankstream
 from rankstream import ListMetrics, State
+from rankstream.adapters import spark_workers
 from rankstream.core.lists.table import LIST_METRICS
 from rankstream.core.ranks.kernel import RankKernel
 from rankstream.spark import RANKING_EVALUATOR_NAMES, evaluate, evaluate_state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT_PACKAGE = os.path.dirname(rankstream.__file__)
 TOL = dict(rel=1e-12, abs=1e-12)
 ALL_NAMES = ["ndcg@3", "map@5", "precision@2", "recall@3", "mrr@5", "hit_rate@2", "dcg@3", "r_precision"]
 
@@ -366,3 +372,126 @@ def test_example_prints_our_report_next_to_ranking_metrics(spark, tmp_path, monk
     for name, (ours, theirs) in rows.items():  # printed with 12 decimals
         assert float(ours) == pytest.approx(float(theirs), abs=2e-12), name
     assert not spark.sparkContext._jsc.sc().isStopped()
+
+
+# -- the workers' Python: checked once per session, before the first job -------------------------
+
+
+def jobs_run(spark) -> int:
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup())
+
+
+def test_the_workers_python_is_probed_once_per_session(spark, lists):
+    """The first evaluation on a session runs one more job than the next ones (the probe); the
+    probe's report is the workers' interpreter (this one: PYSPARK_PYTHON) and what it imports."""
+    by_list, _, _ = lists
+    spark_workers._CHECKED.pop(spark, None)  # as on a new session
+    runs = []
+    for _ in range(3):
+        before = jobs_run(spark)
+        evaluate(by_list, ["ndcg@3"])
+        runs.append(jobs_run(spark) - before)
+    assert runs[0] == runs[1] + 1 and runs[1] == runs[2], runs
+    before = jobs_run(spark)
+    report = spark_workers.check_workers(spark)  # remembered: no job
+    assert jobs_run(spark) == before
+    assert report["python"] == sys.executable
+    assert report["pyarrow"]["version"] == pyarrow.__version__
+    assert report["numpy"]["version"] == np.__version__
+    assert report["rankstream"] == {"version": rankstream.__version__, "path": rankstream.__file__}
+
+
+# Run by a fresh driver (its own JVM): one SparkSession after the other, each with its workers
+# on another Python; prints what evaluate raised and how many jobs had run.
+WORKER_SCENARIOS = """
+import json, os, sys
+from pyspark.sql import SparkSession
+from rankstream.spark import SparkWorkerError, evaluate
+
+for name, python, path in json.loads(sys.argv[1]):
+    if python is None:
+        os.environ.pop("PYSPARK_PYTHON", None)
+    else:
+        os.environ["PYSPARK_PYTHON"] = python
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executorEnv.PYTHONPATH", path)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("FATAL")
+    df = spark.createDataFrame([([0.9, 0.2], [1.0, 0.0])], "scores array<double>, labels array<double>")
+    jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup())
+    try:
+        out = {"result": evaluate(df, ["ndcg@2"])}
+    except SparkWorkerError as exc:
+        out = {"error": str(exc), "chained": type(exc.__cause__).__name__}
+    out["jobs"] = len(spark.sparkContext.statusTracker().getJobIdsForGroup()) - jobs
+    print("SCENARIO", name, json.dumps(out), flush=True)
+    spark.stop()
+"""
+
+
+def test_workers_without_what_the_job_needs_are_a_clear_error_before_the_job(tmp_path):
+    """Workers on a Python without numpy, pyarrow and rankstream (a bare virtual environment),
+    named by PYSPARK_PYTHON or, PYSPARK_PYTHON unset, found as ``python3`` on the PATH; workers
+    importing another rankstream version; and a worker Python that does not exist: each is one
+    SparkWorkerError from the probe job, saying what is missing where and which settings choose
+    the workers' Python, and no evaluation job runs."""
+    bare = tmp_path / "bare"
+    proc = run_guarded([sys.executable, "-m", "venv", "--without-pip", str(bare)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    bare_python = str(bare / "bin" / "python")
+    other = tmp_path / "other"  # rankstream under another version number
+    shutil.copytree(ROOT_PACKAGE, other / "rankstream", ignore=shutil.ignore_patterns("__pycache__"))
+    init = other / "rankstream" / "__init__.py"
+    init.write_text(
+        init.read_text().replace(f'__version__ = "{rankstream.__version__}"', '__version__ = "0.0.0"')
+    )
+    scenarios = [
+        ("bare", bare_python, ROOT),
+        ("unset", None, ROOT),
+        ("version", sys.executable, str(other)),
+        ("absent", str(tmp_path / "no" / "python"), ROOT),
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    env["PATH"] = f"{bare / 'bin'}{os.pathsep}{env['PATH']}"  # python3: the bare one
+    env["PYTHONPATH"] = ROOT
+    proc = run_guarded([sys.executable, "-c", WORKER_SCENARIOS, json.dumps(scenarios)], env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = dict(re.findall(r"^SCENARIO (\w+) (.*)$", proc.stdout, re.M))
+    out = {name: json.loads(found[name]) for name, *_ in scenarios}
+    for name, *_ in scenarios:
+        assert out[name]["jobs"] == 1, (name, out[name])  # the probe alone, no evaluation job
+    missing = "No module named '{}'"
+    bare_error = out["bare"]["error"]
+    assert bare_error.startswith(
+        f"rankstream.spark: Spark's Python workers cannot run the evaluation: the workers' Python, "
+        f"{bare_python} (Python {sys.version.split()[0]}; PYSPARK_PYTHON={bare_python!r}), lacks numpy "
+        f"(import numpy: ModuleNotFoundError: {missing.format('numpy')}); pyarrow (import pyarrow: "
+        f"ModuleNotFoundError: {missing.format('pyarrow')}); rankstream (import "
+        "rankstream.adapters.spark_arrow: ModuleNotFoundError: "
+    ), bare_error
+    for error in (bare_error, out["unset"]["error"]):
+        assert 'Install them into that Python (pip install "rankstream[spark]"' in error, error
+        assert "--py-files" in error and "set PYSPARK_PYTHON before the SparkSession starts" in error
+        assert f"os.environ['PYSPARK_PYTHON'] = sys.executable, here {sys.executable!r}" in error
+        assert "spark.pyspark.python" in error
+    unset = out["unset"]["error"]
+    assert f"the workers' Python, {bare / 'bin' / 'python3'} (" in unset, unset
+    assert "PYSPARK_PYTHON is unset: Spark's default, 'python3' on the workers' PATH), lacks numpy" in unset
+    version = out["version"]["error"]
+    assert version.startswith(
+        f"rankstream.spark: Spark's Python workers run rankstream 0.0.0 (from "
+        f"{other / 'rankstream' / '__init__.py'}) in {sys.executable} ("
+    ), version
+    assert f"the driver rankstream {rankstream.__version__} (from {rankstream.__file__})" in version
+    absent = out["absent"]["error"]
+    assert absent.startswith(
+        "rankstream.spark: Spark's Python workers did not run a one-row probe job (the workers' "
+        f"Python: PYSPARK_PYTHON={str(tmp_path / 'no' / 'python')!r}); Spark said: "
+    ), absent
+    assert f'Cannot run program "{tmp_path / "no" / "python"}"' in absent, absent
+    assert "need a Python {}.{} (the driver's version)".format(*sys.version_info[:2]) in absent
+    assert out["absent"]["chained"] != "NoneType"
