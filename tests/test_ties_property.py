@@ -268,3 +268,33 @@ def test_an_ignite_engine_run_equals_the_enumeration(name, opts, data, cut) -> N
         at = 0 if policy == "first" else 1
         mean = [sum(list_w[i] * want[i][at][j] for i in counted) / total for j in range(len(got))]
         np.testing.assert_allclose(got, mean, rtol=1e-12, atol=1e-12, err_msg=policy)
+
+
+CHANCE = [
+    c
+    for c in CASES
+    if c[0] in ("ndcg", "dcg", "map", "precision", "recall", "hit_rate", "mrr", "r_precision")
+]
+
+
+@pytest.mark.parametrize(("name", "opts"), CHANCE, ids=[case_id(c) for c in CHANCE])
+@given(data=tied_lists())
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
+def test_chance_expectation_equals_the_enumeration_with_every_score_equal(name, opts, data) -> None:
+    """``chance=True``'s expected value under a uniformly random ranking of each list is the
+    mean over every order of its items: the enumeration with every score tied, averaged over
+    the lists with a relevant item (the default ``empty="skip"``)."""
+    scores, labels, valid, _, _, ks, threshold = data
+    tied = np.zeros_like(scores)
+    want = per_list_reference(name, opts, threshold, tied, labels, valid, None, ks)
+    counted = [w for w in want if w is not None and w[3]]
+    assume(counted)
+    row = ROWS[name]
+    kw = options(name, opts, threshold, "first")
+    if row.takes_k:
+        kw["k"] = ks
+    got = getattr(__import__("rankstream"), row.function)(scores, labels, mask=valid, chance=True, **kw)
+    mean = [math.fsum(w[1][j] for w in counted) / len(counted) for j in range(len(counted[0][1]))]
+    np.testing.assert_allclose(np.atleast_1d(got["expected"]), mean, rtol=1e-12, atol=1e-12)

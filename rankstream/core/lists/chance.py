@@ -238,6 +238,11 @@ def _binary_terms(kernel: ListKernel, sel: Selection, r: Array) -> tuple[Array, 
     s, p = sel.once(("chance_survival", t, width), lambda: _survival(sel, n, r, width))
     if isinstance(kernel, HitRateKernel):
         hit = 1.0 - kernel.cut(sel, s)
+        if kernel.top_k[-1] >= sel.n:  # a k reaching every item: a hit wherever R > 0 (S(N) = 0),
+            # read from R since the selection (and so S) may be one deep there
+            hit = ops.stack(
+                [has[:, 0] if k >= sel.n else hit[:, i] for i, k in enumerate(kernel.top_k)], axis=1
+            )
         return hit, hit * (1.0 - hit), has + 0.0 * hit
     if isinstance(kernel, ReciprocalRankKernel):
         inv = 1.0 / sel.positions
