@@ -46,11 +46,13 @@ demo: $(DEMO_STAMP)
 KERAS_BACKENDS := torch jax tensorflow
 
 test: venv
-	@failed=""; \
-	$(MAKE) --no-print-directory test-core || failed="$$failed core"; \
-	for b in $(KERAS_BACKENDS); do \
-		$(MAKE) --no-print-directory test-keras-$$b || failed="$$failed keras-$$b"; \
+	@failed=""; times=""; start=$$(date +%s); \
+	for suite in core $(addprefix keras-,$(KERAS_BACKENDS)); do \
+		t0=$$(date +%s); \
+		$(MAKE) --no-print-directory test-$$suite || failed="$$failed $$suite"; \
+		times="$$times $$suite $$(( $$(date +%s) - t0 ))s,"; \
 	done; \
+	echo "make test: each suite's time:$${times%,}; all $$(( $$(date +%s) - start ))s"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed"; exit 1; fi; \
 	echo "make test: all suites passed (core, keras on $(KERAS_BACKENDS))"
 
