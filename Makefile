@@ -17,6 +17,10 @@ DEMO_EXTRAS := ignite,examples
 TORCH_PIN := $(shell sed -n 's/^torch==//p' constraints.txt)
 CHECK_TORCH := $(BIN)/python -c "import torch; assert torch.__version__.split('+')[0] == '$(TORCH_PIN)', torch.__version__"
 PYTEST_ARGS ?=
+# Each suite runs its test files on this many processes (pytest-xdist, whole files per process:
+# a file's module-level caches and its Spark session or gloo world are made once).
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: venv demo test test-core test-keras-torch test-keras-jax test-keras-tensorflow bench bench-spark lint docs clean
 
@@ -39,10 +43,10 @@ $(STAMP): $(DEMO_STAMP)
 demo: $(DEMO_STAMP)
 	$(BIN)/python examples/ignite_recommender.py
 
-# The whole suite, one pytest run after the other (never side by side: two cores are often
-# shared): the core, Ignite, PyKEEN and distributed tests, then the Keras suite once per backend
-# (KERAS_BACKEND is fixed when keras is imported). Each prints its own progress, summary and
-# slowest tests; every run goes ahead when one fails, and `make test` fails if any did.
+# The whole suite, one pytest run after the other: the core, Ignite, PyKEEN and distributed
+# tests, then the Keras suite once per backend (KERAS_BACKEND is fixed when keras is imported),
+# each on TEST_WORKERS processes. Each prints its own progress, summary and slowest tests; every
+# run goes ahead when one fails, and `make test` fails if any did, after printing each one's time.
 KERAS_BACKENDS := torch jax tensorflow
 
 test: venv
@@ -58,12 +62,12 @@ test: venv
 
 test-core: venv
 	@echo "== make test: core, Ignite, PyKEEN and distributed suites"
-	$(BIN)/python -m pytest -q --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) --durations=15 $(PYTEST_ARGS)
 
 $(addprefix test-keras-,$(KERAS_BACKENDS)): test-keras-%: venv
 	@echo "== make test: Keras suite on the $* backend"
 	KERAS_BACKEND=$* RANKSTREAM_KERAS_SUITE=1 PYTHONHASHSEED=0 TF_CPP_MIN_LOG_LEVEL=3 \
-		$(BIN)/python -m pytest tests/keras/backend_suite -q --durations=10 $(PYTEST_ARGS)
+		$(BIN)/python -m pytest tests/keras/backend_suite -q $(XDIST) --durations=10 $(PYTEST_ARGS)
 
 bench: venv
 	$(BIN)/python benchmarks/run.py
