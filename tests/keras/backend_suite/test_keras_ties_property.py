@@ -129,7 +129,7 @@ def reference(policy: str, kname: str, opts: dict, scores, labels) -> list[tuple
 @pytest.mark.parametrize("policy", ["first", "expected"])
 @given(data=padded_lists())
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
 )
 def test_evaluate_equals_the_enumeration_at_every_k(policy, data) -> None:
     scores, labels, weights = data
