@@ -17,10 +17,11 @@ DEMO_EXTRAS := ignite,examples
 TORCH_PIN := $(shell sed -n 's/^torch==//p' constraints.txt)
 CHECK_TORCH := $(BIN)/python -c "import torch; assert torch.__version__.split('+')[0] == '$(TORCH_PIN)', torch.__version__"
 PYTEST_ARGS ?=
-# Each suite runs its test files on this many processes (pytest-xdist, whole files per process:
-# a file's module-level caches and its Spark session or gloo world are made once).
+# Each suite runs its test files on this many processes (pytest-xdist): whole files per process,
+# so a file's module-level caches, Spark session or gloo world are made once, in the order
+# collected, so the few long distributed tests (tests/keras/) start first.
 TEST_WORKERS ?= 2
-XDIST := -n $(TEST_WORKERS) --dist loadfile
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: venv demo test test-core test-keras-torch test-keras-jax test-keras-tensorflow bench bench-spark lint docs clean
 

@@ -38,6 +38,4 @@ class HitRateKernel(BinaryListKernel):
         if self.top_k[-1] < sel.n:
             return first
         any_rel = ops.cast(n_rel > 0, first.dtype)
-        return ops.stack(
-            [any_rel if k >= sel.n else first[:, i] for i, k in enumerate(self.top_k)], axis=1
-        )
+        return ops.stack([any_rel if k >= sel.n else first[:, i] for i, k in enumerate(self.top_k)], axis=1)
