@@ -22,26 +22,12 @@ import pytest
 from docdata import get_docdata
 from pykeen.metrics import ranking as P
 from pykeen.utils import getattr_or_docdata
+from test_rank_based import CLASSES, K_CLASSES
 
 import rankstream.pykeen as R
 
 #: every concrete class with a PyKEEN counterpart, made with the same arguments on both sides
-CONCRETE = [
-    "HitsAtK",
-    "InverseHarmonicMeanRank",
-    "GeometricMeanRank",
-    "ArithmeticMeanRank",
-    "AdjustedHitsAtK",
-    "AdjustedInverseHarmonicMeanRank",
-    "AdjustedGeometricMeanRankIndex",
-    "AdjustedArithmeticMeanRankIndex",
-    "AdjustedArithmeticMeanRank",
-    "ZHitsAtK",
-    "ZInverseHarmonicMeanRank",
-    "ZGeometricMeanRank",
-    "ZArithmeticMeanRank",
-]
-WITH_K = {"HitsAtK", "AdjustedHitsAtK", "ZHitsAtK"}
+CONCRETE, WITH_K = CLASSES, K_CLASSES
 #: the generic transforms, over PyKEEN's default base (the MRR) and over a given base class
 GENERIC = [
     ("ZMetric", None, {}),
