@@ -1,5 +1,6 @@
 """Runs under the one Keras backend KERAS_BACKEND names (``make test-keras-torch``, ``-jax``, ...)."""
 
+import gc
 import os
 import sys
 
@@ -22,3 +23,17 @@ if keras.backend.backend() != BACKEND:
 
 def pytest_report_header(config):
     return f"keras {keras.__version__}, backend {keras.backend.backend()}"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_functions():
+    """After each test file, let go of what its models compiled: JAX keeps every traced and
+    compiled function of the process (its workers grew to about 5 GB over the suite), so that
+    two suites side by side on one machine stay well within its memory."""
+    yield
+    keras.backend.clear_session()
+    if BACKEND == "jax":
+        import jax
+
+        jax.clear_caches()
+    gc.collect()
