@@ -80,10 +80,17 @@ class BinaryListKernel(ListKernel):
         expected number under ``ties="expected"``); at a ``k`` reaching every item of the
         batch's lists, the relevant count ``R``."""
         cum = sel.ops.cumsum(self.expected_relevance(sel, rel), axis=1)
+        return self.past_end(sel, self.cut(sel, cum), lambda: self.count_relevant(sel))
+
+    def past_end(self, sel: Selection, values: Array, whole: Any) -> Array:
+        """``values`` ``(B, len(top_k))`` with the columns of every ``k`` reaching all the items
+        of the batch's lists (``k >= N``) replaced by ``whole()`` ``(B,)``: the value of the
+        whole list, whatever the order. A metric that reads only the hits selects one place
+        where every ``k`` does (:meth:`depth`), so its values there come from the whole list."""
         if self.top_k[-1] < sel.n:
-            return self.cut(sel, cum)
-        n_rel = self.count_relevant(sel)
-        return sel.ops.stack([n_rel if k >= sel.n else cum[:, min(k, sel.k) - 1] for k in self.top_k], axis=1)
+            return values
+        full = whole()
+        return sel.ops.stack([full if k >= sel.n else values[:, i] for i, k in enumerate(self.top_k)], axis=1)
 
     def relevance_key(self) -> tuple[str, Any]:
         """What the comparison pass of ``ties="expected"`` sums for the relevance (per batch)."""

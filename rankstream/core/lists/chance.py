@@ -237,12 +237,9 @@ def _binary_terms(kernel: ListKernel, sel: Selection, r: Array) -> tuple[Array, 
     t = kernel.conventions.relevance_threshold
     s, p = sel.once(("chance_survival", t, width), lambda: _survival(sel, n, r, width))
     if isinstance(kernel, HitRateKernel):
-        hit = 1.0 - kernel.cut(sel, s)
-        if kernel.top_k[-1] >= sel.n:  # a k reaching every item: a hit wherever R > 0 (S(N) = 0),
-            # read from R since the selection (and so S) may be one deep there
-            hit = ops.stack(
-                [has[:, 0] if k >= sel.n else hit[:, i] for i, k in enumerate(kernel.top_k)], axis=1
-            )
+        # a k reaching every item: a hit wherever R > 0 (S(N) = 0), read from R since the
+        # selection (and so S) may be one deep there
+        hit = kernel.past_end(sel, 1.0 - kernel.cut(sel, s), lambda: has[:, 0])
         return hit, hit * (1.0 - hit), has + 0.0 * hit
     if isinstance(kernel, ReciprocalRankKernel):
         inv = 1.0 / sel.positions

@@ -33,9 +33,6 @@ class HitRateKernel(BinaryListKernel):
         if sel.ties is None:
             return ops.minimum(self.hits(sel, rel), 1.0)
         # the probability of a relevant item in the top k; a k reaching every item of the
-        # batch's lists holds them all, whatever the order (and the selection may be one deep)
+        # batch's lists holds them all, whatever the order
         first = self.cut(sel, ops.cumsum(self.first_relevant(sel, rel), axis=1))
-        if self.top_k[-1] < sel.n:
-            return first
-        any_rel = ops.cast(n_rel > 0, first.dtype)
-        return ops.stack([any_rel if k >= sel.n else first[:, i] for i, k in enumerate(self.top_k)], axis=1)
+        return self.past_end(sel, first, lambda: ops.cast(n_rel > 0, first.dtype))
