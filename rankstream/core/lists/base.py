@@ -501,6 +501,7 @@ class ListKernel:
             values_ok=ranked.also_ok,
             shared=shared,
             ties=groups,
+            indices=idx,
         )
 
     def read_batch(

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
+from rankstream.core.beyond.items import ItemData
+from rankstream.core.beyond.list_kernels import beyond_kernel, is_beyond_name
 from rankstream.core.lists.base import WHOLE_LIST, ListKernel, exported, quiet, select_sums
 from rankstream.core.lists.table import BY_NAME, names_doc, row_of
 from rankstream.core.state import kernel_config
@@ -97,6 +99,10 @@ class ListMetrics:
             under a uniformly random ranking, the chance-adjusted index and the z-score
             (``"{name}_expected"``, ``"{name}_adjusted"``, ``"{name}_z"``; docs/chance.md).
             Kernels given in a mapping carry their own ``chance``.
+        items: the catalog's `rankstream.core.beyond.items.ItemData`, for the beyond-accuracy
+            names (``"coverage@10"``, ``"entropy@10"``, ``"gini@10"``, ``"personalization@10"``,
+            ``"novelty@10"``, ``"arp@10"``, ``"aplt@10"``, ``"aclt@10"``, ``"diversity@10"``,
+            ``"ild@10"``; docs/beyond_accuracy.md): they read the ranked columns as item ids.
 
     Every metric must read the batch the same way: ``ties``, ``seed``, ``weighting`` and
     ``negative_labels`` are shared; thresholds, denominators and gains may differ. The result
@@ -121,6 +127,7 @@ class ListMetrics:
         relevance_threshold: float | str | None = "each",
         confidence: float | None = None,
         chance: bool = False,
+        items: ItemData | None = None,
     ) -> None:
         conventions: dict[str, Any] = dict(
             empty=empty, ties=ties, seed=seed, weighting=weighting, negative_labels=negative_labels
@@ -150,7 +157,12 @@ class ListMetrics:
         else:
             if len(set(metrics)) != len(metrics):
                 raise ValueError(f"metrics must not repeat a name, got {list(metrics)}")
-            members = {name: make_kernel(name, defaults, **conventions) for name in metrics}
+            members = {
+                name: beyond_kernel(name, items, **conventions)
+                if is_beyond_name(name)
+                else make_kernel(name, defaults, **conventions)
+                for name in metrics
+            }
         first = next(iter(members.values()))
         for name, kernel in members.items():
             if not isinstance(kernel, ListKernel):

@@ -99,6 +99,8 @@ class Selection:
     #: ``ties="expected"``: the tie groups of the selection
     #: (:class:`~rankstream.core.lists.ties.TieGroups`; None under the other policies)
     ties: Any = None
+    #: ``(B, K)`` the ranked items' column indices (item ids), in rank order
+    indices: Array | None = None
 
     @property
     def ops(self) -> Ops:
