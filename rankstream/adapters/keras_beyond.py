@@ -1,0 +1,62 @@
+"""The beyond-accuracy metrics as one Keras metric: :class:`BeyondMetrics`.
+
+The Keras lifecycle (``rankstream.adapters.keras_lifecycle.KernelMetric``: one variable per
+field with ``aggregation="sum"``, ``state_dict``) over the core collection with beyond-accuracy
+names. ``update_state(y_true, y_pred)`` takes keras-rs's list layout: ``y_pred`` ``(B, N)``
+scores whose columns are the item ids. The ranked ids are read back to the host, so the metric
+runs eagerly: on the torch backend (eager by default) compiled models are fine; on JAX and
+TensorFlow compile with ``run_eagerly=True``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+
+from rankstream.adapters.keras_lifecycle import KernelMetric
+from rankstream.core.beyond.items import ItemData
+from rankstream.core.lists.collection import ListMetrics as ListMetricsKernel
+
+__all__ = ["BeyondMetrics"]
+
+
+@keras.saving.register_keras_serializable(package="rankstream")
+class BeyondMetrics(KernelMetric):
+    """Beyond-accuracy metrics of each batch's top-k lists, e.g.
+    ``BeyondMetrics(["coverage@10", "novelty@10"], items=ItemData(...))``: ``result()`` is
+    ``{name: value}``, each a key of the logs (after ``prefix``).
+
+    Args:
+        metrics: the names, each with ``@k`` (docs/beyond_accuracy.md).
+        items: the catalog's :class:`~rankstream.core.beyond.items.ItemData`.
+        name, dtype: as for every Keras metric.
+        ties: ``"first"`` (the lower item id first, default) or ``"random"`` (with ``seed``).
+        seed: an int or None, the seed of random tie orders.
+        confidence: None or a level: the list-mean metrics also report ``_stderr``,
+            ``_ci_low``, ``_ci_high`` and ``_count``.
+        state_dtype: ``"float64"``, ``"float32"`` (compensated) or None.
+        prefix: prepended to every name.
+    """
+
+    _config = ("metrics", "ties", "seed", "prefix")
+
+    def __init__(
+        self,
+        metrics: Sequence[str],
+        items: ItemData,
+        name: str | None = "beyond_metrics",
+        dtype: Any = None,
+        *,
+        ties: str = "first",
+        seed: int | None = None,
+        confidence: float | None = None,
+        state_dtype: str | None = None,
+        prefix: str = "",
+    ) -> None:
+        self.metrics, self.items, self.ties, self.seed = list(metrics), items, ties, seed
+        self.confidence = confidence
+        kernel = ListMetricsKernel(self.metrics, ties=ties, seed=seed, confidence=confidence, items=items)
+        generator = keras.random.SeedGenerator(seed) if ties == "random" else None
+        super().__init__(kernel, name, dtype, generator, state_dtype, prefix)
