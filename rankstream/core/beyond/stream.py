@@ -50,7 +50,13 @@ def check_ids(ids: Any, num_items: int) -> np.ndarray:
         raise ValueError(
             f"ids must lie in [0, {num_items}) or be -1 (no item), got min {a.min()} and max {a.max()}"
         )
-    return a.astype(np.int64)
+    a = a.astype(np.int64)
+    ranked = np.sort(a, axis=1)
+    dup = (ranked[:, 1:] == ranked[:, :-1]) & (ranked[:, 1:] >= 0)
+    if dup.any():
+        row = int(np.argmax(dup.any(axis=1)))
+        raise ValueError(f"ids must not repeat an item within a list, got row {row}: {a[row].tolist()}")
+    return a
 
 
 class BeyondAccuracy:

@@ -464,7 +464,8 @@ class ListKernel:
         if ctx.read_back:
             also = list_values_ok(ops, labels, batch.weights, batch.item_weights, valid, ctx.workspace)
         # the kernels read the labels and membership at each rank (and item weights, when given)
-        key = labels if batch.item_weights is None else None
+        # (not where a kernel reads the ranked ids: its depth() set shared["ranked_ids"])
+        key = labels if batch.item_weights is None and not shared.get("ranked_ids") else None
         ranked = top_ranked(ctx, scores, k, valid=valid, ties=self.conventions.ties, also=also, labels=key)
         idx = ranked.indices
         lab_sel = ops.cast(ops.take_along(labels, idx), acc)
