@@ -51,6 +51,7 @@ SECTIONS = [
         "benchmarks.bench_whole_list",
         {"KERAS_BACKEND": "torch"},
     ),
+    ("Beyond-accuracy metrics added to ListMetrics (one thread)", "benchmarks.bench_beyond", {}),
     ("Streamed rank-based metrics (ranks from scores)", "benchmarks.bench_ranks", {}),
     ("PyKEEN's report (3 rank types x head, tail, both) in one metric", "benchmarks.bench_report", {}),
     ("Closed-form statistics (GMR, MRR) vs PyKEEN", "benchmarks.bench_stats", {}),

@@ -80,7 +80,7 @@ def prefix_values(
         same = np.cumsum(_earlier_same(items.categories[safe], valid), axis=1)[:, cols]
         return np.where(pairs > 0, 1.0 - _ratio(same, pairs), 0.0), length
     u = items.embeddings[safe] * vf[:, :, None]
-    s = np.cumsum(u, axis=1)[:, cols]
+    s = np.stack([u[:, : c + 1].sum(axis=1) for c in cols], axis=1)  # (Q, len(ks), d): few cut-offs
     dots = (np.einsum("qkd,qkd->qk", s, s) - length) / 2.0
     return np.where(pairs > 0, 1.0 - _ratio(dots, pairs), 0.0), length
 
