@@ -4,8 +4,9 @@ The Keras lifecycle (``rankstream.adapters.keras_lifecycle.KernelMetric``: one v
 field with ``aggregation="sum"``, ``state_dict``) over the core collection with beyond-accuracy
 names. ``update_state(y_true, y_pred)`` takes keras-rs's list layout: ``y_pred`` ``(B, N)``
 scores whose columns are the item ids. The ranked ids are read back to the host, so the metric
-runs eagerly: on the torch backend (eager by default) compiled models are fine; on JAX and
-TensorFlow compile with ``run_eagerly=True``.
+runs eagerly: on the torch backend (eager by default) compiled models are fine; on TensorFlow
+compile with ``run_eagerly=True``; on JAX (whose ``evaluate`` hands metrics traced values) it
+raises a ``ValueError``.
 """
 
 from __future__ import annotations
