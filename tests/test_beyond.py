@@ -340,3 +340,53 @@ def test_ignite_engine():
     ref.update(np.argsort(-scores, axis=1, kind="stable")[:, :3])
     for key, value in ref.compute().items():
         assert close(state.metrics[key], value), key
+
+
+def tie_orders(scores: np.ndarray, valid: np.ndarray) -> list[list[int]]:
+    """Every order of a row's valid items by descending score (tied items in any order)."""
+    items = [i for i in range(len(scores)) if valid[i]]
+    return [
+        list(p)
+        for p in itertools.permutations(items)
+        if all(scores[a] >= scores[b] for a, b in itertools.pairwise(p))
+    ]
+
+
+def naive_gini(counts: np.ndarray) -> float:
+    """Gini of a count vector (Wikipedia's sorted-index form, as RecBole's GiniIndex)."""
+    c, n = np.sort(counts), len(counts)
+    return float(sum((2 * (i + 1) - n - 1) * c[i] for i in range(n)) / (n * c.sum()))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), q=st.integers(1, 3), levels=st.integers(1, 3))
+def test_expected_ties_enumeration(seed, q, levels):
+    """ties="expected" against every order of the tied scores, enumerated: per-list means over
+    each row's orders, coverage and personalization over every combination of the rows'
+    orders; entropy and Gini are those of the mean counts (documented as such)."""
+    rng = np.random.default_rng(seed)
+    n = 4
+    items = make_items(n, seed=seed % 3)
+    scores = rng.integers(0, levels, (q, n)).astype(float)
+    valid = rng.random((q, n)) > 0.2
+    ks = [2, 3, 5]
+    m = BeyondAccuracy(items, top_k=ks, ties="expected")
+    m.update_scores(scores, valid)
+    got = m.compute()
+    orders = [tie_orders(s, v) for s, v in zip(scores, valid, strict=True)]
+    rows = [o for o in orders if o[0]]  # rows with an item
+    for k in ks:
+        combos = [[o[:k] for o in combo] for combo in itertools.product(*rows)]
+        cover = np.mean([naive_catalog("coverage", c, n) for c in combos]) if rows else 0.0
+        assert close(got[f"coverage@{k}"], float(cover))
+        person = np.mean([naive_personalization(c, min(k, n)) for c in combos]) if len(rows) > 1 else np.nan
+        assert close(got[f"personalization@{k}"], float(person))
+        counts = np.mean([np.bincount([i for x in c for i in x], minlength=n) for c in combos], axis=0)
+        if counts.sum() > 0:
+            p = counts[counts > 0] / counts.sum()
+            assert close(got[f"entropy@{k}"], float(-(p * np.log2(p)).sum()))
+            assert close(got[f"gini@{k}"], naive_gini(counts))
+        for metric in ("novelty", "arp", "aplt", "aclt", "diversity", "ild"):
+            per_row = [[naive_per_list(metric, o[:k], items) for o in row] for row in rows]
+            values = [float(np.mean(v)) for v in per_row if v[0] is not None]
+            assert close(got[f"{metric}@{k}"], float(np.mean(values)) if values else float("nan")), metric

@@ -15,10 +15,11 @@ items.num_items`` columns), with the batch's tie policy (``"first"``: the lower 
   It is O(N) memory per cut-off and merges by addition. They are not means over lists: they
   report no standard error. ``personalization`` normalises by ``min(k, N)``.
 
-``ties="expected"`` has no form here (a catalog-wide count under random tie orders is a
-fraction per item, and coverage is not linear in it: docs/beyond_accuracy.md); nor has
-``chance=True``. Both raise. The ids are read back to the host (one ``(B, k)`` integer copy
-per batch), so these kernels run eagerly (not under ``jit``).
+``ties="expected"`` is not offered here (its closed forms, in
+:mod:`rankstream.core.beyond.expected`, read every item of a row's tie group at the cut-off,
+past the selection: :class:`~rankstream.core.beyond.stream.BeyondAccuracy` computes them from
+dense scores), nor is ``chance=True``. Both raise. The ids are read back to the host (one
+``(B, k)`` integer copy per batch), so these kernels run eagerly (not under ``jit``).
 """
 
 from __future__ import annotations

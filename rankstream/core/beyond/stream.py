@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends import Context, numpy_ops
+from rankstream.core.beyond.expected import EXPECTED_FIELDS, expected_catalog, expected_sums
 from rankstream.core.beyond.items import ItemData
 from rankstream.core.beyond.measures import CATALOG, PER_LIST, catalog_value, item_counts, prefix_values
 from rankstream.core.inputs import check_positive_ints
@@ -71,8 +72,10 @@ class BeyondAccuracy:
         top_k: the cut-off(s); a list's value at ``k`` reads its first ``k`` ids.
         confidence: None or a level in (0, 1): the list-mean metrics also report
             ``_stderr``, ``_ci_low``, ``_ci_high`` and ``_count`` (Student's t, lists as units).
-        ties: the tie policy of :meth:`update_scores` (``"first"``: the lower id first, or
-            ``"random"`` with ``seed``).
+        ties: the tie policy of :meth:`update_scores`: ``"first"`` (the lower id first),
+            ``"random"`` (with ``seed``) or ``"expected"`` (the expectation over every order of
+            tied scores: :mod:`rankstream.core.beyond.expected`; entropy and Gini are then those
+            of the expected counts).
         seed: the seed of ``ties="random"``.
     """
 
@@ -99,12 +102,13 @@ class BeyondAccuracy:
         if any(m in ("diversity", "ild") for m in metrics) and self.top_k[0] < 2:
             raise ValueError(f"diversity and ild read pairs of items: k must be at least 2, got {self.top_k}")
         self.confidence = None if confidence is None else check_level(confidence)
-        if check_ties(ties) == "expected":
-            raise ValueError("BeyondAccuracy ranks with ties='first' or 'random', got 'expected'")
+        check_ties(ties)
         self.ties, self.seed = ties, seed
         self._ctx = Context.of(np.zeros(1), numpy_ops(), generator=numpy_ops().generator(seed))
         nk = (len(self.top_k),)
         self.fields: dict[str, tuple[int, ...]] = {"lists": (), "item_count": (nk[0], items.num_items)}
+        if ties == "expected":  # the per-item sums of the expected coverage and personalization
+            self.fields.update({name: (nk[0], items.num_items) for name in EXPECTED_FIELDS})
         for m in (m for m in metrics if m in PER_LIST):
             self.fields.update({f"{m}_sum": nk, f"{m}_sq_sum": nk, f"{m}_count": nk})
         self.reset()
@@ -127,6 +131,9 @@ class BeyondAccuracy:
         if ids.shape[1] == 0:
             return {name: out.get(name, np.zeros(shape)) for name, shape in self.fields.items()}
         out["item_count"] = item_counts(safe, valid, self.top_k, self.items.num_items)
+        if self.ties == "expected":  # lists given as ids: every inclusion is certain
+            out.update(item_sq=out["item_count"], item_certain=out["item_count"])
+            out["item_log_miss"] = np.zeros_like(out["item_count"])
         for m in (m for m in self.metrics if m in PER_LIST):
             values, length = prefix_values(m, safe, valid, self.items, self.top_k)
             has = length >= (2 if m in ("diversity", "ild") else 1)
@@ -141,9 +148,7 @@ class BeyondAccuracy:
         for name, value in sums.items():
             self._sums[name] = self._sums[name] + value
 
-    def top_ids(self, scores: Any, mask: Any = None) -> np.ndarray:
-        """The ``(Q, min(max(top_k), N))`` top ids of dense scores ``(Q, N)`` under the tie
-        policy (-1 where the list has no more items: ``mask`` False)."""
+    def _checked_scores(self, scores: Any, mask: Any) -> tuple[np.ndarray, np.ndarray | None]:
         s = np.asarray(scores)
         n = self.items.num_items
         if s.ndim != 2 or s.shape[1] != n or s.dtype.kind not in "iuf":
@@ -156,15 +161,33 @@ class BeyondAccuracy:
         valid = None if mask is None else np.asarray(mask, dtype=bool)
         if valid is not None and valid.shape != s.shape:
             raise ValueError(f"mask must have the scores' shape {s.shape}, got {valid.shape}")
-        k = min(self.top_k[-1], n)
+        return s, valid
+
+    def top_ids(self, scores: Any, mask: Any = None) -> np.ndarray:
+        """The ``(Q, min(max(top_k), N))`` top ids of dense scores ``(Q, N)`` under the tie
+        policy ``"first"`` or ``"random"`` (-1 where the list has no more items: ``mask`` False)."""
+        s, valid = self._checked_scores(scores, mask)
+        if self.ties == "expected":
+            raise ValueError("top_ids has no single order under ties='expected': use update_scores")
+        k = min(self.top_k[-1], self.items.num_items)
         if s.shape[0] == 0:
             return np.zeros((0, k), dtype=np.int64)
         idx = np.asarray(top_ranked(self._ctx, s, k, valid=valid, ties=self.ties).indices, dtype=np.int64)
         return idx if valid is None else np.where(np.take_along_axis(valid, idx, axis=1), idx, -1)
 
     def update_scores(self, scores: Any, mask: Any = None) -> None:
-        """Add the top-k lists of dense scores (see :meth:`top_ids`)."""
-        self.update(self.top_ids(scores, mask))
+        """Add the top-k lists of dense scores (see :meth:`top_ids`); with ``ties="expected"``
+        their expectation over the orders of tied scores (a few ``(Q, N)`` float64 temporaries)."""
+        if self.ties != "expected":
+            self.update(self.top_ids(scores, mask))
+            return
+        s, valid = self._checked_scores(scores, mask)
+        per_list = [m for m in self.metrics if m in PER_LIST]
+        sums = expected_sums(
+            s, np.ones(s.shape, bool) if valid is None else valid, self.top_k, self.items, per_list
+        )
+        for name in self.fields:
+            self._sums[name] = self._sums[name] + sums[name]
 
     def merge(self, other: BeyondAccuracy | Mapping[str, Any]) -> None:
         """Add another instance's state (or its :attr:`state`): the same fields required."""
@@ -184,7 +207,10 @@ class BeyondAccuracy:
         with np.errstate(all="ignore"):
             for m in self.metrics:
                 if m in CATALOG:
-                    values = {"": catalog_value(m, s["item_count"], s["lists"], ks)}
+                    exact = expected_catalog(m, s, ks) if self.ties == "expected" else None
+                    values = {
+                        "": catalog_value(m, s["item_count"], s["lists"], ks) if exact is None else exact
+                    }
                 else:
                     values = self._mean(s[f"{m}_sum"], s[f"{m}_sq_sum"], s[f"{m}_count"])
                 for j, k in enumerate(self.top_k):
