@@ -42,6 +42,9 @@ index, an integer column, or with one row per item the one item labelled > 0).
 ``conventions="spark_mllib"`` builds the names with the settings that reproduce
 ``pyspark.mllib.evaluation.RankingMetrics`` and ``pyspark.ml.evaluation.RankingEvaluator``
 (see :func:`spark_mllib_metrics` and docs/spark.md).
+
+:func:`beyond_accuracy` reads a DataFrame of recommendations as ALS's ``recommendForAllUsers``
+writes them (coverage, novelty, diversity, personalization, ...; docs/beyond_accuracy.md).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from rankstream.adapters.spark_arrow import ERROR_MARK, Columns, mapper
+from rankstream.adapters.spark_beyond import beyond_accuracy
 from rankstream.adapters.spark_workers import SparkWorkerError, check_workers
 from rankstream.core.lists.base import ListKernel
 from rankstream.core.lists.collection import ListMetrics
@@ -77,6 +81,7 @@ __all__ = [
     "CONVENTIONS",
     "RANKING_EVALUATOR_NAMES",
     "SparkWorkerError",
+    "beyond_accuracy",
     "binary_gain",
     "evaluate",
     "evaluate_state",

@@ -495,3 +495,29 @@ def test_workers_without_what_the_job_needs_are_a_clear_error_before_the_job(tmp
     assert f'Cannot run program "{tmp_path / "no" / "python"}"' in absent, absent
     assert "need a Python {}.{} (the driver's version)".format(*sys.version_info[:2]) in absent
     assert out["absent"]["chained"] != "NoneType"
+
+
+def test_beyond_accuracy_of_als_recommendations(spark):
+    """ALS's recommendForAllUsers layout (user, array of (item, rating) structs; ragged, a null
+    array, an empty one) over 2 partitions: BeyondAccuracy of the same ids in one process."""
+    from rankstream.core.beyond import BeyondAccuracy, ItemData
+
+    rng = np.random.default_rng(11)
+    n = 9
+    items = ItemData(popularity=rng.integers(0, 6, n), num_users=8, tail_max_popularity=1,
+                     categories=rng.integers(0, 3, n), embeddings=rng.normal(size=(n, 2)))  # fmt: skip
+    lists = [list(rng.permutation(n)[: rng.integers(1, 6)]) for _ in range(17)] + [[], None]
+    rows = [
+        (u, None if x is None else [(int(i), float(-j)) for j, i in enumerate(x)])
+        for u, x in enumerate(lists)
+    ]
+    schema = "user int, recommendations array<struct<item:int, rating:float>>"
+    df = spark.createDataFrame(rows, schema)  # the session's 2 partitions
+    got = rankstream.spark.beyond_accuracy(df, items, top_k=[2, 4]).compute()
+    ids = np.full((len(lists), 5), -1)
+    for r, x in enumerate(lists):
+        ids[r, : len(x or [])] = x or []
+    ref = BeyondAccuracy(items, top_k=[2, 4])
+    ref.update(ids)
+    for key, value in ref.compute().items():
+        assert got[key] == pytest.approx(value, **TOL), key
