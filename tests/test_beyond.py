@@ -335,6 +335,12 @@ def test_ignite_engine():
     engine = Engine(lambda e, batch: batch)
     metric.attach(engine, "beyond")
     state = engine.run(batches, max_epochs=1)
+    before = metric._sums.clone()
+    with pytest.raises(ValueError, match="one column per item"):
+        metric.update((torch.zeros(2, N + 1), torch.zeros(2, N + 1)))
+    assert torch.equal(metric._sums, before)  # a failed update leaves the state
+    metric.update((torch.zeros(0, N), torch.zeros(0, N)))  # an empty batch: a no-op
+    assert torch.equal(metric._sums, before)
     scores = torch.cat([b[0] for b in batches]).numpy()
     ref = BeyondAccuracy(items, ["coverage", "personalization", "novelty"], top_k=3)
     ref.update(np.argsort(-scores, axis=1, kind="stable")[:, :3])
@@ -390,3 +396,28 @@ def test_expected_ties_enumeration(seed, q, levels):
             per_row = [[naive_per_list(metric, o[:k], items) for o in row] for row in rows]
             values = [float(np.mean(v)) for v in per_row if v[0] is not None]
             assert close(got[f"{metric}@{k}"], float(np.mean(values)) if values else float("nan")), metric
+
+
+def test_list_metrics_in_blocks_of_rows():
+    """A batch whose selection goes in blocks of rows (256 x 100 at k = 100: the selection
+    would pass its share of the scores' bytes) sums the blocks' counts: as one pass."""
+    from rankstream.core.lists import base
+
+    rng = np.random.default_rng(9)
+    n = 100
+    items = make_items(n, seed=9)
+    scores = rng.integers(0, 5, (256, n)).astype(float)
+    lm = ListMetrics(["coverage@100", "personalization@7", "novelty@100", "diversity@7"], items=items)
+    calls = []
+    original = base._by_blocks
+    try:
+        base._by_blocks = lambda *a, **kw: calls.append(1) or original(*a, **kw)
+        got = result(lm, lm.batch_sums(None, scores, np.zeros_like(scores)))
+    finally:
+        base._by_blocks = original
+    assert calls, "the batch was expected to go in blocks of rows"
+    ref = BeyondAccuracy(items, ["coverage", "personalization", "novelty", "diversity"], top_k=[7, 100])
+    ref.update(np.argsort(-scores, axis=1, kind="stable"))
+    want = ref.compute()
+    for name in got:
+        assert close(got[name], want[name]), name
