@@ -502,7 +502,7 @@ class ListKernel:
             values_ok=ranked.also_ok,
             shared=shared,
             ties=groups,
-            indices=idx,
+            indices=idx if shared.get("ranked_ids") else None,
         )
 
     def read_batch(

@@ -99,7 +99,8 @@ class Selection:
     #: ``ties="expected"``: the tie groups of the selection
     #: (:class:`~rankstream.core.lists.ties.TieGroups`; None under the other policies)
     ties: Any = None
-    #: ``(B, K)`` the ranked items' column indices (item ids), in rank order
+    #: ``(B, K)`` the ranked items' column indices (item ids), in rank order, kept where a
+    #: kernel reads them (its ``depth`` set ``shared["ranked_ids"]``); else None
     indices: Array | None = None
 
     @property
