@@ -121,6 +121,8 @@ class BeyondListKernel(ListKernel):
                 f"{self.metric}: the scores must have one column per item of ItemData "
                 f"({self.num_items}), got {sel.n} columns"
             )
+        if sel.indices is None:  # a selection made without this kernel's depth(): no ids kept
+            raise ValueError(f"{self.metric} needs the ranked ids: select with its depth() first")
         ids = ops.to_numpy(sel.indices).astype(np.int64)
         valid = np.ones(ids.shape, dtype=bool) if sel.in_list is None else ops.to_numpy(sel.in_list) > 0
         like, acc = sel.positions, sel.positions.dtype
