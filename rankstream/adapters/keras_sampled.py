@@ -66,7 +66,8 @@ class SampledRankMetrics(keras.metrics.Metric):
         width = self.num_negatives + 1
         if len(scores.shape) != 2 or scores.shape[1] != width:
             raise ValueError(
-                f"{self.name}: y_pred must have shape (batch, num_negatives + 1 = {width}), got {tuple(scores.shape)}"
+                f"{self.name}: y_pred must have shape (batch, num_negatives + 1 = {width}), "
+                f"got {tuple(scores.shape)}"
             )
         index = K.cast(K.reshape(K.convert_to_tensor(y_true), (-1,)), "float64")
         if index.shape[0] is not None and index.shape[0] != scores.shape[0]:

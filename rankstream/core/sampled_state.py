@@ -109,7 +109,8 @@ def check_ranks(ranks: Any, num_negatives: int) -> np.ndarray:
     bad = ~np.isfinite(r) | (r < 1) | (r > num_negatives + 1) | (r != np.round(r))
     if bad.any():
         raise ValueError(
-            f"ranks must be integers in 1..num_negatives + 1 = {num_negatives + 1}, got {r[bad][:5].tolist()} "
+            f"ranks must be integers in 1..num_negatives + 1 = {num_negatives + 1}, "
+            f"got {r[bad][:5].tolist()} "
             f"({int(bad.sum())} bad of {r.size})"
         )
     return r
@@ -223,8 +224,9 @@ class SampledRanks:
             raise TypeError(f"other must be a SampledRanks, got {type(other).__name__}")
         if (other.num_items, other.num_negatives) != (self.num_items, self.num_negatives):
             raise ValueError(
-                f"cannot merge a state of num_items={other.num_items}, num_negatives={other.num_negatives} into "
-                f"one of num_items={self.num_items}, num_negatives={self.num_negatives}"
+                f"cannot merge a state of num_items={other.num_items}, "
+                f"num_negatives={other.num_negatives} into one of num_items={self.num_items}, "
+                f"num_negatives={self.num_negatives}"
             )
         self.histogram = self.histogram + other.histogram
         return self
