@@ -306,6 +306,11 @@ def test_ignite_engine_run() -> None:
         "count",
     ):
         assert got[key] == pytest.approx(want[key], rel=1e-9)
+    metric = SampledRankMetrics(25, m, ties="pessimistic")
+    metric.update((torch.as_tensor(pos), torch.as_tensor(neg)))
+    restored = SampledRankMetrics(25, m)
+    restored.load_state_dict(metric.state_dict())  # a checkpoint carries the histogram
+    np.testing.assert_allclose(restored.compute()["mrr_fitted"], want["mrr_fitted"], rtol=1e-9)
     empty = SampledRankMetrics(25, m)
     with pytest.raises(IgniteNotComputable):
         empty.compute()
@@ -330,7 +335,8 @@ try:
     raised = False
 except ValueError:
     raised = True
-print(json.dumps({"out": {k: float(v) for k, v in out.items()}, "raised": raised}))
+same = SampledRankMetrics.from_config(met.get_config()).get_config() == met.get_config()
+print(json.dumps({"out": {k: float(v) for k, v in out.items()}, "raised": raised, "same": same}))
 """
 
 
@@ -347,7 +353,7 @@ def test_keras_evaluate_on_torch() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["raised"]
+    assert result["raised"] and result["same"]
     rng = np.random.default_rng(2)
     m = 5
     x = rng.integers(0, 3, size=(48, m + 1)).astype("float32")

@@ -40,7 +40,11 @@ class SampledRankMetrics(Metric):
             sampled and corrected estimates: sampling variance only, not bias).
         ties: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"``.
         output_transform, device, skip_unrolling: ignite's.
+
+    ``state_dict()`` / ``load_state_dict()`` carry the histogram (ignite's checkpointing).
     """
+
+    _state_dict_all_req_keys = ("_hist",)
 
     def __init__(
         self,
