@@ -26,7 +26,8 @@ class SampledRankMetrics(keras.metrics.Metric):
     out of range or NaN scores, counted where a compiled step cannot raise: ``result()`` raises
     while it is above 0). ``result()`` is the dict of
     `rankstream.core.sampled_state.SampledRanks.compute`, computed on the host (scipy): eager
-    only (the logs of ``evaluate`` and ``fit`` are).
+    only. The torch backend runs ``evaluate`` and ``fit`` eagerly; on JAX and TensorFlow compile
+    with ``run_eagerly=True`` (``result()`` raises inside a compiled step).
 
     Args:
         num_items: the catalog size ``n``.
@@ -91,6 +92,12 @@ class SampledRankMetrics(keras.metrics.Metric):
         self._invalid.assign(K.zeros((), dtype="float64"))
 
     def result(self) -> dict[str, Any]:
+        if is_tracing(self._hist.value):
+            raise RuntimeError(
+                f"{self.name}: result() fits the corrections on the host (scipy) and cannot run inside a "
+                "compiled step (JAX jit, a TensorFlow graph); compile the model with run_eagerly=True "
+                "(the torch backend runs eagerly by default)"
+            )
         hist = np.asarray(K.convert_to_numpy(self._hist), dtype=np.float64)
         invalid = float(K.convert_to_numpy(self._invalid))
         if invalid > 0:

@@ -41,10 +41,15 @@ def batch_histogram(
     in ``o..p`` (``o = p``: a unit on ``o``), times its weight where ``weights`` (``(B,)``, 0 or
     1: a row counted or not) are given. Elementwise on ``xp`` (numpy or ``keras.ops``):
     ``(B, m + 1)`` comparisons, no read of values."""
-    cells = xp.arange(1, num_negatives + 2, dtype="float64" if xp is not np else np.float64)
-    o = xp.reshape(optimistic, (-1, 1))
-    p = xp.reshape(pessimistic, (-1, 1))
-    inside = xp.where(xp.logical_and(cells >= o, cells <= p), 1.0, 0.0) / (p - o + 1.0)
+    if xp is np:
+        cells = np.arange(1, num_negatives + 2, dtype=np.float64)
+        o, p = np.reshape(optimistic, (-1, 1)), np.reshape(pessimistic, (-1, 1))
+    else:  # one dtype throughout (TensorFlow does not promote)
+        cells = xp.arange(1, num_negatives + 2, dtype="float64")
+        o = xp.cast(xp.reshape(optimistic, (-1, 1)), cells.dtype)
+        p = xp.cast(xp.reshape(pessimistic, (-1, 1)), cells.dtype)
+        weights = None if weights is None else xp.cast(weights, cells.dtype)
+    inside = xp.where(xp.logical_and(cells >= o, cells <= p), 1.0 + 0.0 * o, 0.0 * o) / (p - o + 1.0)
     if weights is not None:
         inside = inside * xp.reshape(weights, (-1, 1))
     return xp.sum(inside, axis=0)
