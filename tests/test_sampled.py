@@ -282,6 +282,31 @@ def test_report_keys_and_pykeen_function() -> None:
         assert f"{metric}_bias_variance_ci_low" in out and f"{metric}_fitted_stderr" not in out
 
 
+def test_ignite_compute_all_reduces_the_histogram(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes holding the same shard (idist's all_reduce doubling the tensor): the
+    report is that of the doubled histogram, and the local state is left as it was."""
+    import ignite.distributed as idist
+    import torch
+
+    from rankstream.ignite import SampledRankMetrics
+
+    reduced = []
+
+    def all_reduce(t: torch.Tensor, op: str = "SUM", **kw: object) -> torch.Tensor:
+        reduced.append(op)
+        return t * 2
+
+    metric = SampledRankMetrics(30, 4, ks=(2,))
+    metric.update(torch.tensor([1, 1, 3, 5]))
+    monkeypatch.setattr(idist, "get_world_size", lambda: 2)
+    monkeypatch.setattr(idist, "all_reduce", all_reduce)
+    got = metric.compute()
+    assert reduced == ["SUM"] and got["count"] == 8
+    want = report(2 * np.array([2.0, 0, 1, 0, 1]), 30, (2,))
+    assert got["mrr_fitted"] == pytest.approx(want["mrr_fitted"], rel=1e-9)
+    np.testing.assert_array_equal(metric._hist.numpy(), [2, 0, 1, 0, 1])
+
+
 def test_ignite_engine_run() -> None:
     import torch
     from ignite.engine import Engine
