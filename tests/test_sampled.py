@@ -161,10 +161,11 @@ def test_beta_binomial_full_ranks_thin_to_beta_binomial_sampled_ranks(n: int, m:
         full = np.array([beta_binomial(k, n - 1, a, b) for k in range(n)])
         sampled = np.array([beta_binomial(j, m, a, b) for j in range(m + 1)])
         np.testing.assert_allclose(full @ p, sampled, atol=1e-13)
-        np.testing.assert_allclose(S.full_rank_probabilities(n, a, b), full, rtol=1e-10)
+        fit = S.RankFit(a, b, a / (a + b))
+        np.testing.assert_allclose(S.full_rank_probabilities(n, fit), full, rtol=1e-10)
         specs = S.metric_specs((2,))
         want = [sum(full[k] * f_all(spec, n)[k] for k in range(n)) for spec in specs]
-        np.testing.assert_allclose(S.fitted_values(n, specs, a, b), want, rtol=1e-10)
+        np.testing.assert_allclose(S.fitted_values(n, specs, fit), want, rtol=1e-10)
 
 
 def test_beta_binomial_fit_recovers_its_parameters() -> None:
@@ -172,10 +173,20 @@ def test_beta_binomial_fit_recovers_its_parameters() -> None:
     for a, b in ((0.3, 2.0), (0.8, 15.0), (2.0, 0.5)):
         h = 10_000.0 * np.array([beta_binomial(j, m, a, b) for j in range(m + 1)])
         got = S.fit_beta_binomial(h)
-        np.testing.assert_allclose(got, (a, b), rtol=2e-3)
-    # a histogram piled on rank 1: the fit puts the full ranks at the top (a towards 0)
-    a, b = S.fit_beta_binomial(np.r_[50.0, np.zeros(m)])
-    assert a < 1e-3 and S.fitted_values(1000, [S.MetricSpec("hit_rate", 1)], a, b)[0] > 0.99
+        np.testing.assert_allclose((got.a, got.b), (a, b), rtol=2e-3)
+    # no more dispersed than a binomial: the binomial limit, p the mean relative sampled rank
+    h = 10_000.0 * stats.binom.pmf(np.arange(m + 1), m, 0.3)
+    got = S.fit_beta_binomial(h)
+    assert np.isinf(got.a) and got.p == pytest.approx(0.3, rel=1e-12)
+    n = 50
+    want = [
+        sum(stats.binom.pmf(k, n - 1, got.p) * f_all(spec, n)[k] for k in range(n))
+        for spec in S.metric_specs((3,))
+    ]
+    np.testing.assert_allclose(S.fitted_values(n, S.metric_specs((3,)), got), want, rtol=1e-10)
+    # a histogram piled on rank 1: every full rank at the top
+    got = S.fit_beta_binomial(np.r_[50.0, np.zeros(m)])
+    assert got.p == 0 and S.fitted_values(1000, [S.MetricSpec("hit_rate", 1)], got)[0] == pytest.approx(1.0)
 
 
 def test_histogram_mean_equals_per_list_reference() -> None:

@@ -51,6 +51,7 @@ Sizes and tolerances are the module constants below (this module is their one pl
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -293,14 +294,29 @@ def _beta_binomial_loss(t: np.ndarray, h: np.ndarray) -> tuple[float, np.ndarray
     return -float(w[seen] @ log_p[seen]), -g, -hess
 
 
-def fit_beta_binomial(histogram: Any) -> tuple[float, float]:
-    """``(a, b)`` maximising ``sum_r h_r ln BetaBinomial(r - 1; m, a, b)`` for the histogram
-    ``h`` of sampled ranks (``m + 1`` counts): L-BFGS over ``(ln a, ln b)`` within
+@dataclass(frozen=True)
+class RankFit:
+    """The fitted distribution of full ranks: ``R - 1 ~ BetaBinomial(n - 1, a, b)``, or, where
+    the likelihood is highest in the binomial limit (``a, b -> inf`` with ``a / (a + b) = p``: a
+    histogram no more dispersed than a binomial one), ``R - 1 ~ Binomial(n - 1, p)``, written
+    ``a = b = inf``. ``p = a / (a + b)``, the mean relative rank."""
+
+    a: float
+    b: float
+    p: float
+
+
+def fit_beta_binomial(histogram: Any) -> RankFit:
+    """The maximiser of ``sum_r h_r ln BetaBinomial(r - 1; m, a, b)`` for the histogram ``h``
+    of sampled ranks (``m + 1`` counts): L-BFGS over ``(ln a, ln b)`` within
     :data:`FIT_LOG_BOUNDS` from ``a = b = 1`` (the uniform distribution of full ranks), then
-    Newton steps (:data:`FIT_NEWTON_STEPS` at most, each taken only if it lowers the loss), so
-    that the estimate does not move with the rounding of the histogram. A histogram piled on one
-    end drives a parameter towards its bound (a point mass at rank 1 or n)."""
+    projected Newton steps (:func:`_newton_polish`), so that the estimate does not move with the
+    rounding of the histogram. The binomial limit ``p = sum_r h_r (r - 1) / (m N)`` (closed
+    form) is taken where its likelihood is at least the fit's: the supremum is then at infinity,
+    where an optimiser stops anywhere along a flat ridge (this covers a histogram piled on one
+    end: ``p = 0`` puts every full rank at 1)."""
     from scipy.optimize import minimize
+    from scipy.stats import binom
 
     h = np.asarray(histogram, dtype=np.float64)
     fit = minimize(
@@ -310,34 +326,59 @@ def fit_beta_binomial(histogram: Any) -> tuple[float, float]:
         method="L-BFGS-B",
         bounds=[FIT_LOG_BOUNDS] * 2,
     )
-    t = fit.x
+    a, b = _newton_polish(fit.x, h)
+    m = h.size - 1
+    w = h / h.sum()
+    p = float(np.clip(w @ np.arange(m + 1) / m, 0.0, 1.0))
+    seen = w > 0
+    binomial_loss = -float(w[seen] @ binom.logpmf(np.arange(m + 1)[seen], m, p))
+    if binomial_loss <= _beta_binomial_loss(np.log([a, b]), h)[0]:
+        return RankFit(math.inf, math.inf, p)
+    return RankFit(a, b, a / (a + b))
+
+
+def _newton_polish(t: np.ndarray, h: np.ndarray) -> tuple[float, float]:
+    """Projected Newton steps from ``t`` (``(ln a, ln b)``): a coordinate at a bound of
+    :data:`FIT_LOG_BOUNDS` whose gradient pushes outwards stays there, the others take a Newton
+    step; a step is kept if it lowers the loss or the free gradient (the loss is flat to
+    rounding near the optimum), at most :data:`FIT_NEWTON_STEPS`, until a step below 1e-13."""
+    lo, hi = FIT_LOG_BOUNDS
     loss, grad, hess = _beta_binomial_loss(t, h)
     for _ in range(FIT_NEWTON_STEPS):
+        free = ~(((t <= lo) & (grad > 0)) | ((t >= hi) & (grad < 0)))
+        if not free.any():
+            break
+        step = np.zeros(2)
         try:
-            step = np.linalg.solve(hess, grad)
+            step[free] = np.linalg.solve(hess[np.ix_(free, free)], grad[free])
         except np.linalg.LinAlgError:
             break
-        trial = np.clip(t - step, *FIT_LOG_BOUNDS)
+        trial = np.clip(t - step, lo, hi)
         got = _beta_binomial_loss(trial, h)
-        if not got[0] <= loss or not np.all(np.isfinite(got[1])):
+        if not np.all(np.isfinite(got[1])):
+            break
+        if not (got[0] < loss or np.max(np.abs(got[1][free])) < np.max(np.abs(grad[free]))):
             break
         t, (loss, grad, hess) = trial, got
-        if np.max(np.abs(step)) < 1e-14:
+        if np.max(np.abs(step)) < 1e-13:
             break
     a, b = np.exp(t)
     return float(a), float(b)
 
 
-def full_rank_probabilities(num_items: int, a: float, b: float) -> np.ndarray:
-    """``P(R) = BetaBinomial(R - 1; n - 1, a, b)`` for ``R = 1..n`` (the fitted distribution)."""
-    from scipy.stats import betabinom
+def full_rank_probabilities(num_items: int, fit: RankFit) -> np.ndarray:
+    """``P(R)`` for ``R = 1..n`` under the fitted distribution (:class:`RankFit`)."""
+    from scipy.stats import betabinom, binom
 
-    return betabinom.pmf(np.arange(int(num_items)), int(num_items) - 1, a, b)
+    k, n1 = np.arange(int(num_items)), int(num_items) - 1
+    if math.isinf(fit.a):
+        return binom.pmf(k, n1, fit.p)
+    return betabinom.pmf(k, n1, fit.a, fit.b)
 
 
-def fitted_values(num_items: int, specs: Sequence[MetricSpec], a: float, b: float) -> np.ndarray:
+def fitted_values(num_items: int, specs: Sequence[MetricSpec], fit: RankFit) -> np.ndarray:
     """``E[f(R)]`` under :func:`full_rank_probabilities`, one per metric (``O(n)`` each)."""
-    p = full_rank_probabilities(num_items, a, b)
+    p = full_rank_probabilities(num_items, fit)
     ranks = np.arange(1, int(num_items) + 1)
     return np.array([p @ metric_values(spec, ranks) for spec in specs])
 
@@ -360,7 +401,7 @@ def estimates(
         "minimal_bias": histogram_mean(h, minimal_bias_values(d), confidence),
         "bias_variance": histogram_mean(h, bias_variance_values(d, gamma), confidence),
     }
-    fitted = fitted_values(num_items, specs, *fit_beta_binomial(h))
+    fitted = fitted_values(num_items, specs, fit_beta_binomial(h))
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for j, spec in enumerate(specs):
         row = {name: {q: float(v[j]) for q, v in got.items()} for name, got in per_estimator.items()}
