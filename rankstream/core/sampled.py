@@ -28,7 +28,8 @@ Estimators of the mean of ``f(R)`` over lists, each the mean over lists of a per
   rank is beta-binomial, ``R - 1 ~ BetaBinomial(n - 1, a, b)``. Hypergeometric thinning keeps the
   family, so then ``r - 1 ~ BetaBinomial(m, a, b)`` with the same ``(a, b)``: the likelihood of
   the histogram is exact in two parameters, fitted by L-BFGS and Newton steps, or its binomial
-  limit where that is as likely (:func:`fit_beta_binomial`), and the estimate is ``sum_R f(R) BetaBinomial(R - 1; n - 1, a, b)`` (:func:`fitted_values`). A
+  limit where that is as likely (:func:`fit_beta_binomial`), and the estimate is
+  ``sum_R f(R) BetaBinomial(R - 1; n - 1, a, b)`` (:func:`fitted_values`). A
   non-parametric grid of full ranks fitted by EM was tried and is not offered: its likelihood is
   flat in how the mass sits inside the top ``~n / m`` ranks, and its HitRate@10 swung from 0 to
   0.17 with the iteration count on one data set (``docs/sampled.md``).
