@@ -54,6 +54,7 @@ from rankstream.adapters.keras_ranks import (  # noqa: E402
     InverseHarmonicMeanRank,
     RankBasedMetrics,
 )
+from rankstream.adapters.keras_sampled import SampledRankMetrics  # noqa: E402
 from rankstream.core.lists.table import LIST_METRICS as _LIST_METRICS  # noqa: E402
 from rankstream.core.ranks.families import RANK_TYPES  # noqa: E402
 
@@ -68,6 +69,7 @@ __all__ = [
     "ListMetrics",
     "PairedComparison",
     "RankBasedMetrics",
+    "SampledRankMetrics",
     "default_gain_fn",
     "default_rank_discount_fn",
 ]

@@ -75,6 +75,7 @@ from rankstream.core.ranks.names import (
     register,
     register_classes,
 )
+from rankstream.core.sampled_state import sampled_rank_metrics
 
 __all__ = [
     "GMR",
@@ -109,6 +110,7 @@ __all__ = [
     "metric_names",
     "register",
     "resolve",
+    "sampled_rank_metrics",
 ]
 
 

@@ -1,0 +1,87 @@
+"""The Ignite side of sampled evaluation: the histogram of sampled ranks as the state, summed
+across processes by ``idist`` (lifecycle only; the math is `rankstream.core.sampled`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from ignite.exceptions import NotComputableError
+from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
+
+from rankstream.core.sampled import DEFAULT_GAMMA
+from rankstream.core.sampled_state import SampledRanks
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+class SampledRankMetrics(Metric):
+    """Sampled evaluation with corrected estimates of the full-catalog metrics, as an Ignite
+    metric: the state is the histogram of sampled ranks (``num_negatives + 1`` float64 sums on
+    ``device``), all-reduced (SUM) by ``idist`` in ``compute()``.
+
+    ``update`` takes the sampled ranks ``(B,)`` (integers in ``1..num_negatives + 1``) or a pair
+    ``(pos_scores (B,), neg_scores (B, num_negatives))`` ranked with ``ties``. ``compute()``
+    returns the dict of `rankstream.core.sampled_state.SampledRanks.compute` (``"ndcg@10_fitted"``,
+    ...), which ignite flattens into ``engine.state.metrics``. A bad update raises and leaves the
+    state as it was; an epoch without a list raises ``NotComputableError``. The update reads the
+    batch on the host (to validate it and count ties).
+
+    Args:
+        num_items: the catalog size ``n`` (the positive and the ``n - 1`` items it competes
+            with in the full ranking).
+        num_negatives: ``m``, the negatives sampled per positive.
+        ks: cut-offs of hit_rate@k, ndcg@k, mrr@k (default ``(1, 5, 10)``).
+        gamma: the bias-variance trade-off in ``[0, 1]`` (default 0.1).
+        confidence: None or a level such as 0.95 (``_stderr``, ``_ci_low``, ``_ci_high`` of the
+            sampled and corrected estimates: sampling variance only, not bias).
+        ties: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"``.
+        output_transform, device, skip_unrolling: ignite's.
+
+    ``state_dict()`` / ``load_state_dict()`` carry the histogram (ignite's checkpointing).
+    """
+
+    _state_dict_all_req_keys = ("_hist",)
+
+    def __init__(
+        self,
+        num_items: int,
+        num_negatives: int,
+        ks: int | Sequence[int] = (1, 5, 10),
+        gamma: float = DEFAULT_GAMMA,
+        confidence: float | None = None,
+        ties: str = "realistic",
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = torch.device("cpu"),  # noqa: B008
+        skip_unrolling: bool = False,
+    ) -> None:
+        self._core = SampledRanks(num_items, num_negatives, ks, gamma, confidence, ties)
+        self.num_items, self.num_negatives = self._core.num_items, self._core.num_negatives
+        self.ks, self.gamma, self.confidence, self.ties = ks, gamma, confidence, ties
+        super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        self._hist = torch.zeros(self.num_negatives + 1, dtype=torch.float64, device=self._device)
+
+    @reinit__is_reduced
+    def update(self, output: Any) -> None:
+        if isinstance(output, (tuple, list)) and len(output) == 2:
+            batch = self._core.batch(output[0], output[1])
+        else:
+            batch = self._core.batch(output)
+        self._hist += torch.as_tensor(batch, dtype=torch.float64, device=self._device)
+
+    @sync_all_reduce("_hist")
+    def compute(self) -> dict[str, float]:
+        if not float(self._hist.sum()) > 0:
+            raise NotComputableError(
+                "SampledRankMetrics must have at least one list before it can be computed"
+            )
+        core = self._core
+        from rankstream.core.sampled_state import report
+
+        return report(self._hist.cpu().numpy(), core.num_items, core.ks, core.gamma, core.confidence)
