@@ -33,6 +33,7 @@ order, and no value cut at ``K`` reads where.
 
 from __future__ import annotations
 
+import copy
 from functools import cached_property
 from typing import Any
 
@@ -153,6 +154,16 @@ class RelevantRanks:
         self.labels = take(np.where(present, labels, 0.0))
         self._key = take(key_above)
         self.generator = generator
+
+    def with_ties(self, ties: str, generator: np.random.Generator | None = None) -> RelevantRanks:
+        """The same counts read under another tie policy (the arrays shared, nothing recomputed
+        but what the policy reads)."""
+        if ties == self.ties and generator is None:
+            return self
+        other = copy.copy(self)
+        other.__dict__.pop("rank", None)
+        other.ties, other.generator = check_ties(ties), generator or self.generator
+        return other
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -50,7 +50,7 @@ def rank_output(kernel: Any, ranks: RelevantRanks, weights: Any = None) -> Any:
     weights, None: 1), with the conventions applied as the dense path applies them."""
     conv = kernel.conventions
     ops = get_ops(np.zeros(1))
-    out = kernel.from_ranks(ranks)
+    out = kernel.from_ranks(ranks.with_ties(conv.ties))
     listed = ranks.n > 0
     relevant = np.asarray(out.relevant, bool)
     counted = relevant if conv.empty == "skip" else np.ones_like(relevant)
