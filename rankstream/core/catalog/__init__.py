@@ -15,7 +15,7 @@ from rankstream.core.catalog.inputs import check_disjoint, excluded_pairs, relev
 from rankstream.core.catalog.scoring import CallableScorer, EmbeddingScorer
 from rankstream.core.relevant.ranks import RelevantRanks
 
-__all__ = ["CatalogBatch", "CatalogCounts", "CallableScorer", "EmbeddingScorer", "prepare"]
+__all__ = ["CallableScorer", "CatalogBatch", "CatalogCounts", "EmbeddingScorer", "prepare"]
 
 
 @dataclass
@@ -57,11 +57,17 @@ class CatalogBatch:
 
     def ranks(self, counts: CatalogCounts, ties: str = "first", generator: Any = None) -> RelevantRanks:
         """The relevant ranks of the batch from counts covering the whole catalog."""
-        above, tied, before, n = counts.resolve(self.ids, self.present, self.scorer.num_items, self.approx, self.band)
-        return RelevantRanks(above, tied, before, self.labels, n, self.present, ties=ties, generator=generator)
+        above, tied, before, n = counts.resolve(
+            self.ids, self.present, self.scorer.num_items, self.approx, self.band
+        )
+        return RelevantRanks(
+            above, tied, before, self.labels, n, self.present, ties=ties, generator=generator
+        )
 
 
-def prepare(scorer: Any, queries: Any, relevant: Any, grades: Any = None, exclude: Any = None) -> CatalogBatch:
+def prepare(
+    scorer: Any, queries: Any, relevant: Any, grades: Any = None, exclude: Any = None
+) -> CatalogBatch:
     """Check and normalise one batch (nothing is counted yet)."""
     n = scorer.num_items
     ids, present, labels = relevant_slots(relevant, n, grades)

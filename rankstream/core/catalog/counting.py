@@ -54,7 +54,9 @@ class CatalogCounts:
     def merge(self, other: CatalogCounts) -> CatalogCounts:
         """The counts over both sets of items (disjoint shards of the catalog)."""
         if self.above.shape != other.above.shape:
-            raise ValueError(f"cannot merge counts of batches of shapes {self.above.shape} and {other.above.shape}")
+            raise ValueError(
+                f"cannot merge counts of batches of shapes {self.above.shape} and {other.above.shape}"
+            )
         exact = np.where(np.isnan(self.exact), other.exact, self.exact)
         return CatalogCounts(
             self.above + other.above, exact, self.excluded + other.excluded, self.items + other.items,
@@ -69,7 +71,9 @@ class CatalogCounts:
         exact score fell outside its band (a scorer whose score of an item depends on the items
         scored with it by more than the band)."""
         if self.items != num_items:
-            raise ValueError(f"the counts cover {self.items} items of a catalog of {num_items}: add every shard")
+            raise ValueError(
+                f"the counts cover {self.items} items of a catalog of {num_items}: add every shard"
+            )
         missing = present & np.isnan(self.exact)
         if missing.any():
             q, c = np.argwhere(missing)[0]
@@ -78,9 +82,9 @@ class CatalogCounts:
         if off.any():
             q, c = np.argwhere(off)[0]
             raise ValueError(
-                f"score gave relevant item {int(ids[q, c])} of query {q} the score {self.exact[q, c]!r} in its "
-                f"chunk and {approx[q, c]!r} alone: the score of an item must not depend on the other items "
-                "scored with it (beyond rounding)"
+                f"score gave relevant item {int(ids[q, c])} of query {q} the score {self.exact[q, c]!r} "
+                f"in its chunk and {approx[q, c]!r} alone: the score of an item must not depend on the "
+                "other items scored with it (beyond rounding)"
             )
         q, m = self.above.shape
         above = self.above.astype(np.float64)
@@ -138,9 +142,13 @@ def count_shard(
         own = (flat_ids >= a) & (flat_ids < b)
         if own.any():
             rows, cols = np.nonzero(own)
-            counts.exact[rows, cols] = scores[torch.from_numpy(rows), torch.from_numpy(ids[rows, cols] - a)].double().numpy()
+            counts.exact[rows, cols] = (
+                scores[torch.from_numpy(rows), torch.from_numpy(ids[rows, cols] - a)].double().numpy()
+            )
         lo_ex, hi_ex = np.searchsorted(ex_item, [a, b])
-        _count_chunk(scores, a, floor, lo, hi, order, above, counts, ex_query[lo_ex:hi_ex], ex_item[lo_ex:hi_ex])
+        _count_chunk(
+            scores, a, floor, lo, hi, order, above, counts, ex_query[lo_ex:hi_ex], ex_item[lo_ex:hi_ex]
+        )
         counts.excluded += np.bincount(ex_query[lo_ex:hi_ex], minlength=q)
         counts.items += b - a
     rev = torch.flip(torch.cumsum(torch.flip(above.reshape(q, m + 1), [1]), 1), [1])[:, 1:]
@@ -168,7 +176,7 @@ def _count_chunk(
     edges each candidate passes) and keep the in-band ones in ``counts.kept``."""
     import torch
 
-    q, m = lo.shape
+    m = lo.shape[1]
     mask = torch.ge(scores, floor.to(scores.dtype)[:, None])
     rows, cols = torch.nonzero(mask, as_tuple=True)
     weight = torch.ones(rows.shape[0], dtype=torch.float64)
@@ -180,7 +188,11 @@ def _count_chunk(
         weight = torch.cat([weight, -torch.ones(int(hit.sum()), dtype=torch.float64)])
     values = scores[rows, cols].to(torch.float64)
     for s in range(0, int(rows.shape[0]), CANDIDATE_BLOCK):
-        r, v, w = rows[s : s + CANDIDATE_BLOCK], values[s : s + CANDIDATE_BLOCK], weight[s : s + CANDIDATE_BLOCK]
+        r, v, w = (
+            rows[s : s + CANDIDATE_BLOCK],
+            values[s : s + CANDIDATE_BLOCK],
+            weight[s : s + CANDIDATE_BLOCK],
+        )
         c = cols[s : s + CANDIDATE_BLOCK]
         passed = torch.searchsorted(hi[r], v[:, None], right=False)[:, 0]  # upper edges below v
         inside = torch.searchsorted(lo[r], v[:, None], right=True)[:, 0]  # lower edges at or below v
@@ -191,6 +203,4 @@ def _count_chunk(
             step = torch.arange(pick.shape[0]) - torch.repeat_interleave(torch.cumsum(span, 0) - span, span)
             slot = (passed[pick] + step).numpy()
             rr = r[pick].numpy()
-            counts.kept.append(
-                (rr, order[rr, slot], v[pick].numpy(), (c[pick] + a).numpy(), w[pick].numpy())
-            )
+            counts.kept.append((rr, order[rr, slot], v[pick].numpy(), (c[pick] + a).numpy(), w[pick].numpy()))

@@ -61,10 +61,17 @@ def relevant_slots(
         ids = _int_array(relevant, "relevant")
         if ids.ndim != 2:
             raise ValueError(
-                f"relevant must be a list of id arrays or a (queries, R) array padded with -1, got {_describe(relevant)}"
+                "relevant must be a list of id arrays or a (queries, R) array padded with -1, "
+                f"got {_describe(relevant)}"
             )
         given = ids >= 0
         bad_pad = ids < -1
+    if ids.shape[1] == 0:  # one padding column: every per-slot array has one
+        ids, given, bad_pad = (
+            np.full((ids.shape[0], 1), -1, np.int64),
+            np.zeros((ids.shape[0], 1), bool),
+            np.zeros((ids.shape[0], 1), bool),
+        )
     if bad_pad.any():
         q, c = np.argwhere(bad_pad)[0]
         raise ValueError(
@@ -76,7 +83,8 @@ def relevant_slots(
     if out.any():
         q, c = np.argwhere(out)[0]
         raise ValueError(
-            f"relevant holds item id {int(ids[q, c])} (query {q}), out of range for a catalog of {num_items} items"
+            f"relevant holds item id {int(ids[q, c])} (query {q}), out of range for a catalog of "
+            f"{num_items} items"
         )
     s = np.sort(np.where(given, ids, -1 - np.arange(ids.shape[1])[None, :]), axis=1)
     dup = (s[:, 1:] == s[:, :-1]) & (s[:, 1:] >= 0)
@@ -104,7 +112,8 @@ def relevant_slots(
         if bad.any():
             q, c = np.argwhere(bad)[0]
             raise ValueError(
-                f"grades must be finite and > 0 for every relevant id, got {g[q, c]!r} (query {q}, item {int(ids[q, c])})"
+                f"grades must be finite and > 0 for every relevant id, got {g[q, c]!r} "
+                f"(query {q}, item {int(ids[q, c])})"
             )
         labels = np.where(given, g, 0.0)
     return np.where(given, ids, 0), given, labels
@@ -144,7 +153,8 @@ def excluded_pairs(exclude: Any, num_queries: int, num_items: int) -> tuple[np.n
         or np.any(np.diff(indptr) < 0)
     ):
         raise ValueError(
-            f"exclude's indptr must be {num_queries + 1} nondecreasing offsets from 0, got {_describe(indptr)}"
+            f"exclude's indptr must be {num_queries + 1} nondecreasing offsets from 0, "
+            f"got {_describe(indptr)}"
         )
     if indptr[-1] != indices.shape[0]:
         raise ValueError(
@@ -164,7 +174,7 @@ def check_disjoint(ids: np.ndarray, present: np.ndarray, ex_query: np.ndarray, e
     """A ``ValueError`` naming ``exclude`` where a relevant item is also excluded."""
     if ex_query.size == 0:
         return
-    q, m = ids.shape
+    q = ids.shape[0]
     rel = np.unique(ids[present] * q + np.nonzero(present)[0]) if present.any() else np.zeros(0, np.int64)
     both = np.intersect1d(rel, ex_item * q + ex_query)
     if both.size:

@@ -46,8 +46,15 @@ class EmbeddingScorer:
         if similarity not in SIMILARITIES:
             raise ValueError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}")
         items = torch_tensor(items, "items")
-        if items.ndim != 2 or not items.is_floating_point() or items.dtype not in (torch.float32, torch.float64):
-            raise TypeError(f"items must be a (num_items, dim) float32 or float64 array, got {tuple(items.shape)} {items.dtype}")
+        if (
+            items.ndim != 2
+            or not items.is_floating_point()
+            or items.dtype not in (torch.float32, torch.float64)
+        ):
+            raise TypeError(
+                "items must be a (num_items, dim) float32 or float64 array, "
+                f"got {tuple(items.shape)} {items.dtype}"
+            )
         self.items, self.similarity = items, similarity
         self.num_items, self.dim, self.dtype = int(items.shape[0]), int(items.shape[1]), items.dtype
 
@@ -57,7 +64,9 @@ class EmbeddingScorer:
 
         q = torch_tensor(queries, "queries")
         if q.ndim != 2 or q.shape[1] != self.dim:
-            raise ValueError(f"queries must be a (batch, {self.dim}) array of embeddings, got shape {tuple(q.shape)}")
+            raise ValueError(
+                f"queries must be a (batch, {self.dim}) array of embeddings, got shape {tuple(q.shape)}"
+            )
         if q.dtype != self.dtype:
             raise TypeError(f"queries must have the items' dtype {self.dtype}, got {q.dtype}")
         if not bool(torch.isfinite(q).all()):
@@ -115,9 +124,14 @@ class CallableScorer:
         if isinstance(out, np.ndarray):
             out = torch.from_numpy(out)
         if not isinstance(out, torch.Tensor) or not out.is_floating_point():
-            raise TypeError(f"score must return a float tensor of shape ({rows}, {ids.shape[0]}), got {_what(got)}")
+            raise TypeError(
+                f"score must return a float tensor of shape ({rows}, {ids.shape[0]}), got {_what(got)}"
+            )
         if tuple(out.shape) != (rows, int(ids.shape[0])):
-            raise ValueError(f"score must return shape ({rows}, {ids.shape[0]}) for {rows} queries and {ids.shape[0]} items, got {_what(got)}")
+            raise ValueError(
+                f"score must return shape ({rows}, {ids.shape[0]}) for {rows} queries and {ids.shape[0]} "
+                f"items, got {_what(got)}"
+            )
         return out.detach().to("cpu")
 
     def chunk(self, queries: Any, start: int, stop: int, rows: int) -> Any:
@@ -131,11 +145,17 @@ class CallableScorer:
         import torch
 
         union, inverse = np.unique(ids, return_inverse=True)
-        s = self._call(queries, torch.from_numpy(union.astype(np.int64)), ids.shape[0]).to(torch.float64).numpy()
+        s = (
+            self._call(queries, torch.from_numpy(union.astype(np.int64)), ids.shape[0])
+            .to(torch.float64)
+            .numpy()
+        )
         t = np.take_along_axis(s, inverse.reshape(ids.shape), axis=1)
         scale = np.where(np.isfinite(t), np.abs(t), 0.0).max(axis=1, initial=0.0)
         return t, CALLABLE_BAND * scale + np.finfo(np.float32).tiny
 
 
 def _what(x: Any) -> str:
-    return f"{type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))} and dtype {getattr(x, 'dtype', '?')}"
+    return (
+        f"{type(x).__name__} of shape {tuple(getattr(x, 'shape', ()))} and dtype {getattr(x, 'dtype', '?')}"
+    )
