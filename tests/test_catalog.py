@@ -263,3 +263,21 @@ def test_filter_index_exclusions_equal_the_filtered_mask():
     labels = np.zeros(scores.shape)
     labels[np.arange(12), test[:, 2]] = 1.0
     assert_same(got, State(ListMetrics(names)).update(scores, labels, mask).compute())
+
+
+@pytest.mark.parametrize("share", [0, 10**9])
+def test_candidate_and_slot_by_slot_counting_agree(monkeypatch, share):
+    """Each chunk is counted candidate by candidate (few above the lowest band) or slot by slot
+    over the whole chunk (many): force each way on data with ties and exclusions."""
+    from rankstream.core.catalog import counting
+
+    rng = np.random.default_rng(12)
+    n = 400
+    items, queries = quantised(rng, (n, 3), np.float32), quantised(rng, (7, 3), np.float32)
+    relevant = [rng.choice(n, 5, replace=False) for _ in range(7)]
+    exclude = [np.setdiff1d(rng.choice(n, 50), r) for r in relevant]
+    names = ["ndcg@20", "map@400", "mrr", "auc", "recall@3"]
+    ref = dense(names, queries, items, relevant, exclude, ties="expected")
+    monkeypatch.setattr(counting, "DENSE_SHARE", share)
+    got = catalog_metrics(names, queries, relevant, items, exclude=exclude, chunk_size=33, ties="expected")
+    assert_same(got, ref)

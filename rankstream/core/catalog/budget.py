@@ -23,6 +23,10 @@ MEMORY_BUDGET = 256 << 20
 BYTES_PER_SCORE = 24
 #: candidates compared with the relevant scores at a time
 CANDIDATE_BLOCK = 1 << 16
+#: a chunk whose candidates times this exceed its scores times the slots per query is counted
+#: slot by slot over the whole chunk (two comparison passes per slot) instead of candidate by
+#: candidate (a gather and two binary searches each, about this many times a pass's cost)
+DENSE_SHARE = 16
 #: relative half-width of the band around a relevant score for a user's scorer
 CALLABLE_BAND = 1e-4
 #: the fewest items a chunk holds when the budget allows fewer (one query row of scores)

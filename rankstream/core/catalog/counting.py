@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.catalog.budget import CANDIDATE_BLOCK
+from rankstream.core.catalog.budget import CANDIDATE_BLOCK, DENSE_SHARE
 
 
 @dataclass
@@ -129,11 +129,12 @@ def count_shard(
     t_key = np.where(present, approx, np.inf)
     order = np.argsort(t_key, axis=1, kind="stable")
     t_sorted = np.take_along_axis(t_key, order, axis=1)
-    lo = torch.from_numpy(np.ascontiguousarray(t_sorted - band[:, None]))
-    hi = torch.from_numpy(np.ascontiguousarray(t_sorted + band[:, None]))
-    floor = lo[:, 0].clone()  # the lowest band edge of each query
+    deepest = int(present.sum(axis=1).max(initial=0))
+    sorted_items = np.take_along_axis(np.where(present, ids, -1), order, axis=1)
+    edges = _Edges(t_sorted - band[:, None], t_sorted + band[:, None], deepest, sorted_items)
     counts = CatalogCounts(np.zeros((q, m), np.int64), np.full((q, m), np.nan), np.zeros(q, np.int64), 0)
-    above = torch.zeros(q * (m + 1), dtype=torch.float64)
+    hist = torch.zeros(q * (m + 1), dtype=torch.float64)  # candidates by the upper edges they pass
+    dense = torch.zeros((q, m), dtype=torch.float64)  # counts above each sorted slot's band
     flat_ids = np.where(present, ids, -1)
     for a in range(start, stop, chunk):
         b = min(a + chunk, stop)
@@ -142,25 +143,52 @@ def count_shard(
         own = (flat_ids >= a) & (flat_ids < b)
         if own.any():
             rows, cols = np.nonzero(own)
-            counts.exact[rows, cols] = (
-                scores[torch.from_numpy(rows), torch.from_numpy(ids[rows, cols] - a)].double().numpy()
-            )
+            mine = scores[torch.from_numpy(rows), torch.from_numpy(ids[rows, cols] - a)]
+            counts.exact[rows, cols] = mine.double().numpy()
         lo_ex, hi_ex = np.searchsorted(ex_item, [a, b])
-        _count_chunk(
-            scores, a, floor, lo, hi, order, above, counts, ex_query[lo_ex:hi_ex], ex_item[lo_ex:hi_ex]
-        )
-        counts.excluded += np.bincount(ex_query[lo_ex:hi_ex], minlength=q)
+        ex = (ex_query[lo_ex:hi_ex], ex_item[lo_ex:hi_ex] - a)
+        _count_chunk(scores, a, edges, order, hist, dense, counts, ex)
+        counts.excluded += np.bincount(ex[0], minlength=q)
         counts.items += b - a
-    rev = torch.flip(torch.cumsum(torch.flip(above.reshape(q, m + 1), [1]), 1), [1])[:, 1:]
+    rev = torch.flip(torch.cumsum(torch.flip(hist.reshape(q, m + 1), [1]), 1), [1])[:, 1:] + dense
     counts.above[np.arange(q)[:, None], order] = np.rint(rev.numpy()).astype(np.int64)
     return counts
+
+
+class _Edges:
+    """The sorted band edges ``(Q, M)`` of a batch, float64 and in a chunk's dtype rounded so that
+    the comparisons mean the same: ``x >= lo`` as ``x >= up(lo)``, ``x > hi`` as ``x > down(hi)``."""
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray, deepest: int, items: np.ndarray) -> None:
+        import torch
+
+        self.items = np.ascontiguousarray(items)  # the sorted slots' item ids (-1: padding)
+        self.lo, self.hi = (
+            torch.from_numpy(np.ascontiguousarray(lo)),
+            torch.from_numpy(np.ascontiguousarray(hi)),
+        )
+        self.deepest = deepest  # sorted slot columns holding a real slot in some row
+        self._as: dict[Any, tuple[Any, Any]] = {}
+
+    def of(self, dtype: Any) -> tuple[Any, Any]:
+        import torch
+
+        if dtype not in self._as:
+            if dtype == torch.float64:
+                self._as[dtype] = (self.lo, self.hi)
+            else:
+                lo, hi = self.lo.to(dtype), self.hi.to(dtype)
+                lo = torch.where(lo.double() < self.lo, torch.nextafter(lo, torch.full_like(lo, np.inf)), lo)
+                hi = torch.where(hi.double() > self.hi, torch.nextafter(hi, torch.full_like(hi, -np.inf)), hi)
+                self._as[dtype] = (lo, hi)
+        return self._as[dtype]
 
 
 def _check_chunk(scores: Any, q: int, a: int, b: int) -> None:
     """A ``ValueError`` for NaN scores in a chunk, naming the first one's query and item."""
     import torch
 
-    if bool(torch.isnan(scores).any()):
+    if bool(torch.isnan(scores.amax(1)).any()):  # max propagates NaN: one cheap pass
         rows, cols = torch.nonzero(torch.isnan(scores), as_tuple=True)
         raise ValueError(
             f"the scores of items [{a}, {b}) hold {int(rows.numel())} NaN value(s), the first for query "
@@ -169,34 +197,94 @@ def _check_chunk(scores: Any, q: int, a: int, b: int) -> None:
 
 
 def _count_chunk(
-    scores: Any, a: int, floor: Any, lo: Any, hi: Any, order: np.ndarray, above: Any,
-    counts: CatalogCounts, ex_query: np.ndarray, ex_item: np.ndarray,
+    scores: Any, a: int, edges: _Edges, order: np.ndarray, hist: Any, dense: Any, counts: CatalogCounts,
+    excluded: tuple[np.ndarray, np.ndarray],
 ) -> None:  # fmt: skip
-    """Add one chunk's candidates to ``above`` (per query, a histogram of how many upper band
-    edges each candidate passes) and keep the in-band ones in ``counts.kept``."""
+    """One chunk's counts. One pass finds the candidates (scores at or above the query's lowest
+    band edge); few, they are placed among the band edges one by one (:func:`_candidates`);
+    many (a ranking that puts relevant items low), each sorted slot's two comparisons are
+    counted over the chunk (:data:`DENSE_SHARE`). Excluded pairs count with weight -1."""
     import torch
 
-    m = lo.shape[1]
-    mask = torch.ge(scores, floor.to(scores.dtype)[:, None])
-    rows, cols = torch.nonzero(mask, as_tuple=True)
-    weight = torch.ones(rows.shape[0], dtype=torch.float64)
-    if ex_query.size:  # the excluded pairs of this chunk, counted with weight -1 where candidates
-        er, ec = torch.from_numpy(ex_query), torch.from_numpy(ex_item - a)
-        hit = mask[er, ec]
-        rows = torch.cat([rows, er[hit]])
-        cols = torch.cat([cols, ec[hit]])
-        weight = torch.cat([weight, -torch.ones(int(hit.sum()), dtype=torch.float64)])
+    lo, hi = edges.of(scores.dtype)
+    er, ec = (torch.from_numpy(x) for x in excluded)
+    hit = scores[er, ec] >= lo[er, 0]
+    ex_rows, ex_cols = er[hit], ec[hit]
+    minus = -torch.ones(ex_rows.shape[0], dtype=torch.float64)
+    rows, cols = _above_floor(scores, lo[:, :1], DENSE_SHARE, max(edges.deepest, 1))
+    if rows is not None:  # few candidates: one by one
+        weight = torch.cat([torch.ones(rows.shape[0], dtype=torch.float64), minus])
+        rows, cols = torch.cat([rows, ex_rows]), torch.cat([cols, ex_cols])
+        _candidates(scores, a, edges, order, hist, counts, rows, cols, weight)
+        return
+    flag = torch.empty(scores.shape, dtype=torch.float32)
+    _candidates(scores, a, edges, order, hist, counts, ex_rows, ex_cols, minus)
+    for j in range(edges.deepest):
+        torch.ge(scores, lo[:, j : j + 1], out=flag)
+        found = flag.sum(1)
+        torch.gt(scores, hi[:, j : j + 1], out=flag)
+        passed = flag.sum(1)
+        dense[:, j] += passed.double()
+        # a slot's own item lies in its band: kept as it is, the rows are scanned only for others
+        item = torch.from_numpy(edges.items[:, j])
+        mine = torch.nonzero((item >= a) & (item < a + scores.shape[1]))[:, 0]
+        if mine.numel():
+            own = scores[mine, item[mine] - a].double().numpy()
+            rr = mine.numpy()
+            counts.kept.append((rr, order[rr, j], own, item[mine].numpy(), np.ones(rr.shape[0])))
+        extra = found - passed
+        extra[mine] -= 1.0
+        inside = torch.nonzero(extra > 0)[:, 0]
+        if inside.numel():  # rows with another score in the band: keep those scores
+            sub = scores.index_select(0, inside)
+            keep = (sub >= lo[inside, j : j + 1]) & ~(sub > hi[inside, j : j + 1])
+            keep[torch.arange(inside.shape[0]), (item[inside] - a).clamp(0, scores.shape[1] - 1)] &= ~(
+                (item[inside] >= a) & (item[inside] < a + scores.shape[1])
+            )
+            r, c = torch.nonzero(keep, as_tuple=True)
+            rr = inside[r].numpy()
+            counts.kept.append(
+                (rr, order[rr, j], sub[r, c].double().numpy(), (c + a).numpy(), np.ones(rr.shape[0]))
+            )
+
+
+def _above_floor(scores: Any, floor: Any, share: int, deepest: int) -> tuple[Any, Any]:
+    """``(rows, cols)`` of the scores at or above each row's ``floor``, or ``(None, None)`` where
+    they are too many to take one by one (more than one 8-byte word in ``share / deepest`` holds
+    one). The comparison is written as bytes and read back 8 at a time (a word with no candidate
+    is skipped whole: the positions cost a pass over an eighth of the chunk)."""
+    import torch
+
+    width = scores.shape[1]
+    flag = torch.ge(scores, floor)
+    flat = flag.numpy().reshape(-1)
+    full = flat.shape[0] // 8 * 8
+    words = np.flatnonzero(flat[:full].view(np.uint64))
+    if words.shape[0] * share > max(full // 8, 1) * deepest:
+        return None, None
+    spots = (words[:, None] * 8 + np.arange(8)).reshape(-1)
+    pos = np.concatenate([spots[flat[spots]], full + np.flatnonzero(flat[full:])])
+    pos = torch.from_numpy(pos)
+    return pos // width, pos % width
+
+
+def _candidates(
+    scores: Any, a: int, edges: _Edges, order: np.ndarray, hist: Any, counts: CatalogCounts,
+    rows: Any, cols: Any, weight: Any,
+) -> None:  # fmt: skip
+    """Each candidate ``(rows, cols)`` of the chunk placed among its query's sorted band edges
+    (float64: exact for every score): counted in ``hist`` by the upper edges below it, kept where
+    it lies inside a band."""
+    import torch
+
+    m = edges.lo.shape[1]
     values = scores[rows, cols].to(torch.float64)
     for s in range(0, int(rows.shape[0]), CANDIDATE_BLOCK):
-        r, v, w = (
-            rows[s : s + CANDIDATE_BLOCK],
-            values[s : s + CANDIDATE_BLOCK],
-            weight[s : s + CANDIDATE_BLOCK],
-        )
-        c = cols[s : s + CANDIDATE_BLOCK]
-        passed = torch.searchsorted(hi[r], v[:, None], right=False)[:, 0]  # upper edges below v
-        inside = torch.searchsorted(lo[r], v[:, None], right=True)[:, 0]  # lower edges at or below v
-        above.index_add_(0, r * (m + 1) + passed, w)
+        part = slice(s, s + CANDIDATE_BLOCK)
+        r, c, v, w = rows[part], cols[part], values[part], weight[part]
+        passed = torch.searchsorted(edges.hi[r], v[:, None], right=False)[:, 0]  # upper edges below v
+        inside = torch.searchsorted(edges.lo[r], v[:, None], right=True)[:, 0]  # lower edges <= v
+        hist.index_add_(0, r * (m + 1) + passed, w)
         span = inside - passed
         if bool((span > 0).any()):
             pick = torch.repeat_interleave(torch.arange(r.shape[0]), span)
