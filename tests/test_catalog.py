@@ -281,3 +281,27 @@ def test_candidate_and_slot_by_slot_counting_agree(monkeypatch, share):
     monkeypatch.setattr(counting, "DENSE_SHARE", share)
     got = catalog_metrics(names, queries, relevant, items, exclude=exclude, chunk_size=33, ties="expected")
     assert_same(got, ref)
+
+
+def test_random_ties_over_a_catalog():
+    """ties="random": without ties it is "first"; with ties, the per-list values drawn over many
+    batches average to the tie expectation (within four standard errors)."""
+    from rankstream.core.lists.collection import make_kernel
+    from rankstream.core.relevant import per_list
+
+    rng = np.random.default_rng(13)
+    items, queries = rng.standard_normal((60, 4)), rng.standard_normal((3, 4))
+    relevant = [rng.choice(60, 3, replace=False) for _ in range(3)]
+    names = ["ndcg@5", "map@10", "mrr"]
+    first = catalog_metrics(names, queries, relevant, items)
+    assert_same(catalog_metrics(names, queries, relevant, items, ties="random", seed=3), first)
+    items = quantised(rng, (40, 1), np.float64)  # one dimension: a handful of scores, large tie groups
+    queries = np.ones((2, 1))
+    relevant = [[0, 1, 2], [5, 9]]
+    kernel = make_kernel("map@8", ties="random")
+    gen = np.random.default_rng(0)
+    counted = relevant_ranks(queries, relevant, items=items, ties="random", generator=gen)
+    draws = np.stack([per_list(kernel, counted.with_ties("random", gen))[:, 0] for _ in range(400)])
+    expected = per_list(make_kernel("map@8", ties="expected"), counted.with_ties("expected"))[:, 0]
+    spread = draws.std(axis=0) / np.sqrt(draws.shape[0])
+    assert np.all(np.abs(draws.mean(axis=0) - expected) <= 4 * spread + 1e-12)
