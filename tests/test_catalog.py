@@ -305,3 +305,31 @@ def test_random_ties_over_a_catalog():
     expected = per_list(make_kernel("map@8", ties="expected"), counted.with_ties("expected"))[:, 0]
     spread = draws.std(axis=0) / np.sqrt(draws.shape[0])
     assert np.all(np.abs(draws.mean(axis=0) - expected) <= 4 * spread + 1e-12)
+
+
+def test_input_forms_agree():
+    """relevant as lists, a padded array (-1) or a torch tensor; exclude as lists, CSR or a scipy
+    sparse matrix: one result."""
+    import scipy.sparse
+
+    rng = np.random.default_rng(14)
+    items, queries = quantised(rng, (80, 3), np.float32), quantised(rng, (4, 3), np.float32)
+    relevant = [np.array([3, 7]), np.array([1]), np.array([], np.int64), np.array([10, 20, 30])]
+    grades = [np.array([1.0, 2.0]), np.array([3.0]), np.array([]), np.array([1.0, 1.0, 2.0])]
+    exclude = [np.array([4, 5]), np.array([], np.int64), np.array([0]), np.array([11, 12, 13])]
+    padded = np.full((4, 3), -1)
+    padded_grades = np.zeros((4, 3))
+    for i, (r, g) in enumerate(zip(relevant, grades, strict=True)):
+        padded[i, : len(r)], padded_grades[i, : len(g)] = r, g
+    indptr = np.concatenate([[0], np.cumsum([len(e) for e in exclude])])
+    indices = np.concatenate(exclude)
+    sparse = scipy.sparse.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(4, 80))
+    names = ["ndcg@5", "mrr", "recall@10"]
+    ref = catalog_metrics(names, queries, relevant, items, grades=grades, exclude=exclude, empty="zero")
+    forms = [
+        dict(relevant=padded, grades=padded_grades, exclude=(indptr, indices)),
+        dict(relevant=torch.from_numpy(padded), grades=torch.from_numpy(padded_grades), exclude=sparse),
+    ]
+    for form in forms:
+        rel = form.pop("relevant")
+        assert_same(catalog_metrics(names, queries, rel, items, empty="zero", **form), ref)

@@ -151,6 +151,11 @@ class CallableScorer:
             .numpy()
         )
         t = np.take_along_axis(s, inverse.reshape(ids.shape), axis=1)
+        if np.isnan(t).any():
+            q, c = np.argwhere(np.isnan(t))[0]
+            raise ValueError(
+                f"score gave item {int(ids[q, c])} of query {q} a NaN score; NaN scores are not ranked"
+            )
         scale = np.where(np.isfinite(t), np.abs(t), 0.0).max(axis=1, initial=0.0)
         return t, CALLABLE_BAND * scale + np.finfo(np.float32).tiny
 
