@@ -33,7 +33,8 @@ thresholds, list weights). ``chance=True`` is not supported here yet.
 For catalogs split over processes, :func:`prepare` a batch, count each shard
 (``batch.count(start, stop)``), :meth:`~rankstream.core.catalog.counting.CatalogCounts.merge` the
 shards' counts, then ``batch.ranks(counts)``: counts add over shards. The rank family (PyKEEN's
-optimistic, realistic and pessimistic ranks) comes from :func:`rank_types`.
+optimistic, realistic and pessimistic ranks) comes from :func:`rank_types`; the recommendations
+themselves (each query's best ``k`` ids, ties by the lower id) from :func:`top_k_ids`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ import numpy as np
 from rankstream.core.catalog import CallableScorer, CatalogBatch, CatalogCounts, EmbeddingScorer
 from rankstream.core.catalog import prepare as _prepare
 from rankstream.core.catalog.budget import MEMORY_BUDGET
+from rankstream.core.catalog.budget import chunk_size as budget_chunk
+from rankstream.core.catalog.inputs import excluded_pairs
+from rankstream.core.catalog.recommend import top_items
 from rankstream.core.lists.collection import ListMetrics
 from rankstream.core.relevant import RelevantRanks
 from rankstream.core.relevant.values import check_kernel, collection_sums
@@ -61,6 +65,7 @@ __all__ = [
     "prepare",
     "rank_types",
     "relevant_ranks",
+    "top_k_ids",
 ]
 
 
@@ -97,6 +102,27 @@ def relevant_ranks(
         grades=grades, exclude=exclude,
     )  # fmt: skip
     return batch.ranks(batch.count(chunk=chunk_size, memory=memory), ties=ties, generator=generator)
+
+
+def top_k_ids(
+    queries: Any, k: int, *, items: Any = None, score: Any = None, num_items: int | None = None,
+    similarity: str = "dot", exclude: Any = None, chunk_size: int | None = None, memory: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``(scores, ids)`` ``(Q, k)``: each query's best ``k`` items over the catalog, best first,
+    ties by the lower item id, its excluded items left out (id ``-1`` and score ``-inf`` past the
+    end of a list shorter than ``k``): a streamed merge over the chunks, one chunk of scores held.
+    Scores are float64 copies of the chunk's."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    scorer = make_scorer(items, score, num_items, similarity)
+    if isinstance(scorer, EmbeddingScorer):
+        queries = scorer.queries(queries)
+        q = int(queries.shape[0])
+    else:
+        q = len(queries)
+    ex_query, ex_item = excluded_pairs(exclude, q, scorer.num_items)
+    size = budget_chunk(q, scorer.num_items, memory, chunk_size)
+    return top_items(scorer, queries, k, q, size, ex_query, ex_item)
 
 
 def rank_types(ranks: RelevantRanks) -> dict[str, np.ndarray]:

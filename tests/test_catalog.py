@@ -333,3 +333,43 @@ def test_input_forms_agree():
     for form in forms:
         rel = form.pop("relevant")
         assert_same(catalog_metrics(names, queries, rel, items, empty="zero", **form), ref)
+
+
+def _reference_top(scores, k, exclude=None):
+    """Each row's best k ids by (score descending, id ascending), excluded items left out."""
+    out = []
+    for i, row in enumerate(scores):
+        ids = np.arange(row.shape[0])
+        if exclude is not None:
+            ids = np.setdiff1d(ids, exclude[i])
+        order = ids[np.lexsort((ids, -row[ids]))][:k]
+        out.append(np.concatenate([order, -np.ones(k - len(order), np.int64)]))
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 997])
+def test_top_k_ids_with_ties_and_exclusions(chunk):
+    from rankstream.catalog import top_k_ids
+
+    rng = np.random.default_rng(15)
+    items, queries = quantised(rng, (300, 2), np.float32), quantised(rng, (6, 2), np.float32)
+    exclude = [rng.choice(300, 20, replace=False) for _ in range(6)]
+    for k in (1, 10, 299, 310):
+        scores, ids = top_k_ids(queries, k, items=items, exclude=exclude, chunk_size=chunk)
+        np.testing.assert_array_equal(ids, _reference_top(queries @ items.T, k, exclude))
+        assert np.all(np.isneginf(scores[ids < 0]))
+
+
+def test_top_k_ids_equal_faiss():
+    faiss = pytest.importorskip("faiss", reason="faiss-cpu is the peer for exact inner-product search")
+    from rankstream.catalog import top_k_ids
+
+    rng = np.random.default_rng(16)
+    items = rng.standard_normal((2000, 16)).astype(np.float32)
+    queries = rng.standard_normal((20, 16)).astype(np.float32)
+    index = faiss.IndexFlatIP(16)
+    index.add(items)
+    peer_scores, peer_ids = index.search(queries, 50)
+    scores, ids = top_k_ids(queries, 50, items=items, chunk_size=333)
+    np.testing.assert_array_equal(ids, peer_ids)
+    np.testing.assert_allclose(scores, peer_scores, rtol=1e-5, atol=1e-5)
