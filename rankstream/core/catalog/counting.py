@@ -262,10 +262,9 @@ def _above_floor(scores: Any, floor: Any, share: int, deepest: int) -> tuple[Any
     words = np.flatnonzero(flat[:full].view(np.uint64))
     if words.shape[0] * share > max(full // 8, 1) * deepest:
         return None, None
-    spots = (words[:, None] * 8 + np.arange(8)).reshape(-1)
-    pos = np.concatenate([spots[flat[spots]], full + np.flatnonzero(flat[full:])])
-    pos = torch.from_numpy(pos)
-    return pos // width, pos % width
+    hit_word, hit_byte = np.nonzero(flat[:full].reshape(-1, 8)[words])  # the words' 8 bytes
+    pos = np.concatenate([words[hit_word] * 8 + hit_byte, full + np.flatnonzero(flat[full:])])
+    return torch.from_numpy(pos // width), torch.from_numpy(pos % width)
 
 
 def _candidates(
