@@ -269,6 +269,26 @@ class FilterIndex:
         out[np.arange(batch), own] = True
         return out
 
+    def known_answers(self, triples: Any, side: str) -> tuple[np.ndarray, np.ndarray]:
+        """The other known answers of each query triple as CSR ``(indptr, indices)`` (NumPy
+        int64): row ``i`` lists the entities ``e`` (relations, for ``"relation"``) such that
+        the query of triple ``i`` with answer ``e`` is a known triple, the triple's own answer
+        left out. What :meth:`mask` marks False, without the ``(B, width)`` mask (the exclusions
+        of :mod:`rankstream.catalog`)."""
+        side = _check_side(side)
+        triples = _to_numpy(self._check_queries(triples, side))
+        sorted_keys, answers = self._sorted[side]
+        keys = self._keys(triples, side, np)
+        lo = np.searchsorted(sorted_keys, keys, side="left")
+        hi = np.searchsorted(sorted_keys, keys, side="right")
+        counts = hi - lo
+        rows = np.repeat(np.arange(triples.shape[0]), counts)
+        positions = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(rows.shape[0])
+        found = answers[positions].astype(np.int64)
+        keep = found != triples[rows, _ANSWER_COLUMN[side]]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[keep], minlength=triples.shape[0]))])
+        return indptr.astype(np.int64), found[keep]
+
 
 def filter_mask(
     triples: Any,

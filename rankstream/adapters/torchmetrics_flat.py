@@ -1,37 +1,25 @@
-"""Per-query values of the torchmetrics adapter's common metrics read off the flat items by
-comparison, with no ``topk`` and no sort of the queries' items.
+"""The torchmetrics adapter's flat items, checked, grouped and counted once per batch, with no
+``topk`` and no sort of the queries' items.
 
 :func:`checked_items` checks one batch's flat items (a NaN score raises, saying where);
 :class:`FlatQueries` holds one batch of checked flat items (whole queries) and computes, once
 and on demand, what several metrics read: the items sorted by query id (stable), the run
-lengths, the scores padded to ``(Q, L)`` with ``-inf``, per-query counts, and the rank of each
-relevant item. The rank of item ``j`` of a query, with ties ranking the earlier item first (the
-core's ``ties="first"``; padding last), is a count over its row:
+lengths, the scores padded to ``(Q, L)`` with ``-inf``, per-query counts, and for each relevant
+item (target ``> 0``) the counts of the core's relevant-ranks producer
+(:mod:`rankstream.core.relevant`): the items of its query scored above it, the other items tied
+with it and those of them placed earlier, a count over its row:
 
-    ``rank_j = #{i : s_i > s_j} + #{i < j : s_i = s_j}``  (0-based)
+    ``rank_j = #{i : s_i > s_j} + #{i < j : s_i = s_j}``  (0-based, ties="first")
 
 so only the ``R`` relevant items are ranked: ``O(R L)`` comparisons, against the ``O(Q L log
 L)`` of a sort (``R`` is a few per query in retrieval data); the equal scores are counted only
 where a cut-off ``k`` needs them (fewer than ``k`` items above), the earlier ones only for the
-items tied with another. From these ranks, with
-``h = #{relevant j : rank_j < k}`` and the retrieved relevant items of torchmetrics (scored
-``> 0`` unless ``nonpositive_retrieved``):
+items tied with another. :func:`relevant_ranks` hands these to the core, whose kernels compute
+every metric from them (``from_ranks``, one definition per metric beside the dense one): the
+adapter holds no metric math.
 
-* precision@k ``h / k`` (``min(k, n)`` with ``adaptive_k``, ``n`` without ``top_k``);
-* recall@k ``h / R`` (``R`` every relevant item of the query, retrieved or not);
-* hit rate@k ``[h > 0]`` (every relevant item retrieved);
-* reciprocal rank@k ``1 / (r* + 1)`` with ``r*`` the smallest rank, if ``r* < k``;
-* AP@k ``(1 / h) sum_m m / (r_m + 1)`` over the ``h`` ranks ``r_1 < r_2 < ...`` below ``k``;
-* nDCG@k with tied scores averaged: item ``j`` in a group of ``e_j`` equal scores starting
-  after ``a_j`` greater ones gets the mean discount of the group's places cut at ``k``,
-  ``(C(min(a_j + e_j, k)) - C(min(a_j, k))) / e_j`` with ``C(m) = sum_{p < m} 1 / log2(p + 2)``;
-  DCG@k ``sum_j y_j`` times that, over the ideal ``sum_{m < k} y_(m) / log2(m + 2)`` of the
-  query's gains sorted in decreasing order.
-
-These are the values of the core kernels the adapter uses elsewhere (tests compare both with
-torchmetrics, tied scores included). The batch is cached by the identity and version of the
-input tensors (:func:`flat_queries`), so the metrics of a ``MetricCollection`` updated with the
-same tensors group and rank them once.
+The batch is cached by the identity and version of the input tensors (:func:`flat_queries`), so
+the metrics of a ``MetricCollection`` updated with the same tensors group and count them once.
 """
 
 from __future__ import annotations
@@ -45,6 +33,7 @@ import numpy as np
 import torch
 
 from rankstream.core.inputs import nan_summary
+from rankstream.core.relevant import RelevantRanks
 
 _COUNT = torch.int32
 #: the most values compared at a time when ranking the relevant items (rows of ``L``): a
@@ -292,37 +281,6 @@ class FlatQueries:
 
         return self.once(("ranks", retrieved_only, k), make)
 
-    def first_rank(self, retrieved_only: bool) -> torch.Tensor | None:
-        """Per query, the rank of its best ranked relevant item (int64; ``L`` when none): the
-        items above its best relevant score, where no other item ties with that score (else
-        the least rank of :meth:`ranks`; None where those are too many, :meth:`sparse`)."""
-
-        def make() -> torch.Tensor | None:
-            p = self.sorted_items()[0]
-            scores = self.padded_scores()
-            lengths = self.sorted_items()[2]
-            best = torch.segment_reduce(
-                torch.where(self.relevant(retrieved_only), p, float("-inf")), "max", lengths=lengths
-            )
-            above = _row_counts(torch.gt, scores, best[:, None]).to(torch.int64)
-            found = self.relevant_per_query(retrieved_only) > 0
-            tied = found & (_row_counts(torch.eq, scores, best[:, None]) > 1)
-            if bool(tied.any()):
-                if not self.sparse(retrieved_only, None):
-                    return None
-                row, rank = self.ranks(retrieved_only)
-                least = torch.full_like(above, self.width()).scatter_reduce_(0, row, rank, "amin")
-                above = torch.where(tied, least, above)
-            return torch.where(found, above, self.width())
-
-        return self.once(("first", retrieved_only), make)
-
-    def tie_groups(self, k: int | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(row, above, equal)`` of the items with target ``> 0`` (:meth:`above`,
-        :meth:`equal` at ``k``), int64."""
-        row = self.relevant_items(False)[0]
-        return row, self.above(False).to(torch.int64), self.equal(False, k).to(torch.int64)
-
     def sparse(self, retrieved_only: bool, k: int | None) -> bool:
         """Whether the relevant items are few enough to rank by comparison for a cut-off
         ``k`` (:data:`DENSE_TOP_K`, :data:`DENSE_WHOLE`)."""
@@ -341,91 +299,36 @@ def _row_counts(compare: Callable[..., torch.Tensor], a: torch.Tensor, b: torch.
     return compare(a, b, out=out).sum(1).to(_COUNT)
 
 
-def _rows_sum(fq: FlatQueries, row: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros(fq.n_queries(), dtype=torch.float64, device=row.device)
-    return out.index_add_(0, row, x.to(torch.float64))
+def relevant_ranks(fq: FlatQueries, k: int | None, labels: torch.Tensor) -> RelevantRanks:
+    """The counts of the items with target ``> 0`` of every query (the slots), for the core's
+    relevant-ranks producer (:mod:`rankstream.core.relevant`): the items above each, the other
+    items tied with it and those of them placed earlier (read only where fewer than ``k`` items
+    are above: a slot ranked past ``k`` in every order needs no more), with ``labels`` ``(N,)``
+    (the sorted items' labels as the kernel reads them) at the slots and each query's size."""
+    row, _, pos = fq.relevant_items(False)
+    above = fq.above(False).to(torch.int64)
+    tied = fq.equal(False, k).to(torch.int64) - 1
+    tied_before = fq.ranks(False, k)[1] - above
+    q = fq.n_queries()
+    first = torch.searchsorted(row, row, right=False)
+    slot = torch.arange(row.shape[0], device=row.device) - first
+    m = int(slot.max()) + 1 if slot.numel() else 0
+    shape = (q, m)
 
+    def padded(x: torch.Tensor, dtype: Any) -> np.ndarray:
+        out = np.zeros(shape, dtype=dtype)
+        out[row.cpu().numpy(), slot.cpu().numpy()] = x.detach().cpu().numpy()
+        return out
 
-def _safe_div(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
-    return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
-
-
-def _cut(k: int | None) -> float:
-    return float("inf") if k is None else float(k)
-
-
-def hits(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor:
-    """Per query, the relevant items ranked below ``k`` (None: every one), float64."""
-    if k is None:
-        return fq.relevant_per_query(retrieved_only)
-    row, rank = fq.ranks(retrieved_only, k)
-    return fq.once(("hits", k, retrieved_only), lambda: _rows_sum(fq, row, rank < k))
-
-
-def precision(fq: FlatQueries, k: int | None, adaptive: bool, retrieved_only: bool) -> torch.Tensor | None:
-    if k is not None and not fq.sparse(retrieved_only, k):
-        return None
-    n = fq.sizes()
-    den = n if k is None else (torch.clamp(n, max=k) if adaptive else torch.full_like(n, float(k)))
-    return hits(fq, k, retrieved_only) / den
-
-
-def recall(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor | None:
-    if k is not None and not fq.sparse(retrieved_only, k):
-        return None
-    return _safe_div(hits(fq, k, retrieved_only), fq.relevant_count())
-
-
-def hit_rate(fq: FlatQueries, k: int | None) -> torch.Tensor | None:
-    if k is None:
-        return (fq.relevant_count() > 0).to(torch.float64)
-    first = fq.first_rank(False)
-    return None if first is None else (first < k).to(torch.float64)
-
-
-def reciprocal_rank(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor | None:
-    first = fq.first_rank(retrieved_only)
-    if first is None:
-        return None
-    found = first < min(_cut(k), fq.width())
-    return torch.where(found, 1.0 / (first + 1).to(torch.float64), 0.0)
-
-
-def average_precision(fq: FlatQueries, k: int | None, retrieved_only: bool) -> torch.Tensor | None:
-    if not fq.sparse(retrieved_only, k):
-        return None
-    row, rank = fq.ranks(retrieved_only, k)
-    # the items grouped by query already: order them by rank within each query
-    order = torch.sort(row * (int(rank.max()) + 1 if rank.numel() else 1) + rank).indices
-    row_s, rank_s = row[order], rank[order]
-    starts = torch.searchsorted(row_s, row_s, right=False)
-    m = (torch.arange(row_s.shape[0], device=row.device) - starts + 1).to(torch.float64)
-    inside = rank_s < _cut(k)
-    terms = torch.where(inside, m / (rank_s + 1).to(torch.float64), 0.0)
-    return _safe_div(_rows_sum(fq, row_s, terms), _rows_sum(fq, row_s, inside))
-
-
-def ndcg(fq: FlatQueries, k: int | None) -> torch.Tensor | None:
-    if not fq.sparse(False, k):
-        return None
-    row, above, equal = fq.tie_groups(k)
-    _, y, _ = fq.sorted_items()
-    pos = fq.relevant_items(False)[2]
-    gains = y[pos].to(torch.float64)
-    width = fq.width()
-    cut = width if k is None else min(k, width)
-    places = torch.arange(width, dtype=torch.float64, device=y.device)
-    disc = torch.where(places < cut, 1.0 / torch.log2(places + 2.0), 0.0)
-    cum = torch.cat([torch.zeros(1, dtype=torch.float64, device=y.device), torch.cumsum(disc, 0)])
-    mean_disc = (cum[torch.clamp(above + equal, max=cut)] - cum[torch.clamp(above, max=cut)]) / equal
-    dcg = _rows_sum(fq, row, gains * mean_disc)
-    # ideal: the query's gains in decreasing order (rows in order: a stable sort by gain, then by row)
-    by_gain = torch.sort(gains, descending=True, stable=True).indices
-    by_row = by_gain[torch.sort(row[by_gain], stable=True).indices]
-    row_s = row[by_row]
-    place = torch.arange(row_s.shape[0], device=y.device) - torch.searchsorted(row_s, row_s, right=False)
-    ideal = _rows_sum(fq, row_s, gains[by_row] * disc[place])
-    return _safe_div(dcg, ideal)
+    present = padded(torch.ones_like(row, dtype=torch.bool), bool)
+    return RelevantRanks(
+        padded(above, np.int64),
+        padded(tied, np.int64),
+        padded(tied_before, np.int64),
+        padded(labels.index_select(0, pos).to(torch.float64), np.float64),
+        fq.sizes().cpu().numpy(),
+        present,
+    )
 
 
 # -- the cache: one batch, keyed by the inputs' identity and version --------------------------

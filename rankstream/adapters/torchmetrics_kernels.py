@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListOutput, Selection
 from rankstream.core.lists.map import MAPKernel
 from rankstream.core.lists.recall import RecallKernel
+from rankstream.core.relevant.ranks import ratio
 
 #: the coded label of a relevant item that is retrieved (scored > 0)
 RETRIEVED = 2.0
@@ -47,6 +50,10 @@ class RetrievedRecallKernel(RecallKernel):
         )
         return self.divide(sel, self.hits(sel, rel), every[:, None])
 
+    def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
+        """The same from the relevant ranks: the retrieved hits over every relevant slot."""
+        return ratio(self.rank_hits_at_k(ranks, rel), ranks.count(ranks.relevant(None))[:, None])
+
 
 class RetrievedMAPKernel(MAPKernel):
     """AP@k over the retrieved relevant items (``label >= 2``), divided by their number in the
@@ -66,3 +73,14 @@ class RetrievedMAPKernel(MAPKernel):
         n_hits = self.cut(sel, hits)
         n_rel = self.count_relevant(sel)
         return ListOutput(self.divide(sel, sum_prec, n_hits), n_rel > 0, n_rel, None)
+
+    def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
+        """The same from the relevant ranks (``ties="first"``): the retrieved slots in rank
+        order, ``sum_s rel_s i_s / r_s`` over ``r_s <= k`` divided by their number there."""
+        order = ranks.by_rank()
+        rank = np.take_along_axis(ranks.rank, order, axis=1)
+        rel_s = np.take_along_axis(rel, order, axis=1)
+        terms = rel_s * np.cumsum(rel_s, axis=1) / rank
+        inside = [rank <= k for k in self.top_k]
+        sums = np.stack([np.where(i, terms, 0.0).sum(axis=1) for i in inside], axis=1)
+        return ratio(sums, np.stack([(rel_s * i).sum(axis=1) for i in inside], axis=1))

@@ -48,9 +48,8 @@ from typing import Any
 import torch
 from torchmetrics import Metric
 
-from rankstream.adapters import torchmetrics_flat as by_rank
 from rankstream.adapters.ignite_derive import derived_class, parameters
-from rankstream.adapters.torchmetrics_flat import FlatQueries, checked_items, flat_queries
+from rankstream.adapters.torchmetrics_flat import FlatQueries, checked_items, flat_queries, relevant_ranks
 from rankstream.adapters.torchmetrics_kernels import RETRIEVED, RetrievedMAPKernel, RetrievedRecallKernel
 from rankstream.adapters.torchmetrics_queries import QueryModes
 from rankstream.core.grouping import check_query_mode, group_by_query
@@ -64,6 +63,7 @@ from rankstream.core.lists.precision import PrecisionKernel
 from rankstream.core.lists.r_precision import RPrecisionKernel
 from rankstream.core.lists.rbp import RBPKernel
 from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
+from rankstream.core.relevant import per_list
 from rankstream.core.state import kernel_config
 
 EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
@@ -81,7 +81,8 @@ class RetrievalListMetric(QueryModes, Metric):
     """The base of the adapter's metrics (see the module docstring). A subclass sets
     ``graded`` (targets other than 0/1 allowed), ``coded`` (the kernel reads labels coded
     0/1/2 for torchmetrics' non-positive scores, :mod:`~rankstream.adapters.torchmetrics_kernels`)
-    and ``both_classes`` (a query is empty unless it holds both classes), and builds its
+    ``both_classes`` (a query is empty unless it holds both classes) and ``ranked`` (the kernel
+    reads the relevant items' counts where they are few, :meth:`flat_values`), and builds its
     kernel (with ``empty="zero"``) in ``__init__``."""
 
     is_differentiable = False
@@ -90,6 +91,9 @@ class RetrievalListMetric(QueryModes, Metric):
     graded = False
     coded = False
     both_classes = False
+    #: the per-query values come from the relevant items' counts where they are few
+    #: (:meth:`flat_values`), else from the kernel over the padded lists
+    ranked = False
 
     def __init__(
         self,
@@ -190,10 +194,21 @@ class RetrievalListMetric(QueryModes, Metric):
 
     # -- one group of items ---------------------------------------------------------------
     def flat_values(self, fq: FlatQueries) -> torch.Tensor | None:
-        """The per-query values ``(Q,)`` float64 read off the flat items by comparison
-        (:mod:`~rankstream.adapters.torchmetrics_flat`), None where the kernel evaluates the
-        padded lists."""
-        return None
+        """The per-query values ``(Q,)`` float64 from the relevant items' counts (the core's
+        relevant-ranks producer, :func:`~rankstream.adapters.torchmetrics_flat.relevant_ranks`,
+        with this metric's kernel), where the class reads them (``ranked``) and the relevant
+        items are few (:meth:`FlatQueries.sparse`); None where the kernel evaluates the padded
+        lists."""
+        k = getattr(self, "top_k", None)
+        if not self.ranked or not fq.sparse(False, k):
+            return None
+        labels = fq.sorted_items()[1]
+        if self.coded:  # as the padded lists code them: 2 retrieved, 1 relevant scored <= 0
+            p = fq.sorted_items()[0]
+            code = RETRIEVED if self.nonpositive_retrieved else torch.where(p > 0, RETRIEVED, 1.0)
+            labels = labels * code
+        values = per_list(self.kernel, relevant_ranks(fq, k, labels))[:, 0]
+        return torch.as_tensor(values, dtype=torch.float64, device=fq.preds.device)
 
     @property
     def _retrieved_only(self) -> bool:
@@ -345,8 +360,6 @@ class _Row:
         name: the class name (torchmetrics').
         doc: the docstring's opening (formula, peer, conventions).
         kernel: the core kernel, from the metric (its options set) and the cut-off ``k``.
-        values: the per-query values by comparison
-            (:meth:`RetrievalListMetric.flat_values`), or None: the kernel's.
         top_k: takes torchmetrics' ``top_k`` (None: the whole query).
         adaptive_k: takes ``adaptive_k`` (precision).
         options: its own keyword-only options ``(name, default, annotation)``, set as
@@ -361,7 +374,6 @@ class _Row:
     name: str
     doc: str
     kernel: Callable[[Any, int], ListKernel]
-    values: Callable[[Any, FlatQueries], torch.Tensor | None] | None = None
     top_k: bool = True
     adaptive_k: bool = False
     options: tuple[tuple[str, Any, str], ...] = ()
@@ -425,8 +437,6 @@ def _metric_class(row: _Row, parent: type[RetrievalListMetric]) -> type[Retrieva
     cls.__doc__ = first + "".join(f"\n    {line}" for line in rest) + "\n" + _ARGS_DOC
     for flag, value in row.flags.items():
         setattr(cls, flag, value)
-    if row.values is not None:
-        cls.flat_values = lambda self, fq, f=row.values: f(self, fq)
     return cls
 
 
@@ -442,9 +452,8 @@ ROWS: tuple[_Row, ...] = (
         ``top_k`` (None: the query's size), ``min(top_k, n)`` with ``adaptive_k``. Items scored
         ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) unless ``nonpositive_retrieved=True``.""",
         _precision_kernel,
-        lambda m, fq: by_rank.precision(fq, m.top_k, m.adaptive_k, m._retrieved_only),
         adaptive_k=True,
-        flags={"coded": True},
+        flags={"coded": True, "ranked": True},
     ),
     _Row(
         "RetrievalRecall",
@@ -452,8 +461,7 @@ ROWS: tuple[_Row, ...] = (
         relevant item of the query). Items scored ``<= 0`` are not retrieved (torchmetrics >=
         1.7.4) unless ``nonpositive_retrieved=True``.""",
         lambda m, k: RetrievedRecallKernel(k, empty="zero", relevance_threshold=RETRIEVED),
-        lambda m, fq: by_rank.recall(fq, m.top_k, m._retrieved_only),
-        flags={"coded": True},
+        flags={"coded": True, "ranked": True},
     ),
     _Row(
         "RetrievalMAP",
@@ -462,8 +470,7 @@ ROWS: tuple[_Row, ...] = (
         the top ``k``). Items scored ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) unless
         ``nonpositive_retrieved=True``.""",
         lambda m, k: RetrievedMAPKernel(k, empty="zero", relevance_threshold=RETRIEVED),
-        lambda m, fq: by_rank.average_precision(fq, m.top_k, m._retrieved_only),
-        flags={"coded": True},
+        flags={"coded": True, "ranked": True},
     ),
     _Row(
         "RetrievalMRR",
@@ -471,15 +478,14 @@ ROWS: tuple[_Row, ...] = (
         (torchmetrics ``RetrievalMRR``). Items scored ``<= 0`` are not retrieved (torchmetrics
         >= 1.7.4) unless ``nonpositive_retrieved=True``.""",
         lambda m, k: ReciprocalRankKernel(k, empty="zero", relevance_threshold=RETRIEVED),
-        lambda m, fq: by_rank.reciprocal_rank(fq, m.top_k, m._retrieved_only),
-        flags={"coded": True},
+        flags={"coded": True, "ranked": True},
     ),
     _Row(
         "RetrievalHitRate",
         """Hit rate@k per query, 1 when a relevant item is in the top ``k`` (torchmetrics
         ``RetrievalHitRate``; every item is retrieved, as there).""",
         lambda m, k: HitRateKernel(k, empty="zero"),
-        lambda m, fq: by_rank.hit_rate(fq, m.top_k),
+        flags={"ranked": True},
     ),
     _Row(
         "RetrievalNormalizedDCG",
@@ -489,8 +495,7 @@ ROWS: tuple[_Row, ...] = (
         lambda m, k: NDCGKernel(
             k, gain="linear_rank", relevance_threshold=None, ties="expected", empty="zero"
         ),
-        lambda m, fq: by_rank.ndcg(fq, m.top_k),
-        flags={"graded": True},
+        flags={"graded": True, "ranked": True},
     ),
     _Row(
         "RetrievalF1",

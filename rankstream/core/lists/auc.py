@@ -37,6 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from rankstream.core.backends import Array, Context, Ops
 from rankstream.core.inputs import ListBatch
 from rankstream.core.lists.base import WHOLE_LIST, ListOutput, Selection
@@ -161,6 +163,22 @@ class AUCKernel(BinaryListKernel):
         )
         auc, n_pos, n_neg = midrank_auc(ops, key, pos, neg)
         return auc, n_pos, n_neg, w_rel
+
+    def from_ranks(self, ranks: Any) -> ListOutput:
+        """The AUC from the relevant ranks, ``P = R`` positives and ``Q = n - R`` negatives:
+        a relevant slot (``a`` items above, ``t`` in its tie group, ``r`` relevant among them,
+        ``R_-`` relevant above) wins against the ``n - a - t - (R - R_- - r)`` negatives below
+        it and ties with the ``t - r`` in its group (one half each)."""
+        rel = ranks.relevant(self.conventions.relevance_threshold)
+        n_pos = ranks.count(rel)
+        n_neg = ranks.n - n_pos
+        same, before = ranks.group_sums(rel)
+        below = ranks.n[:, None] - ranks.above - ranks.size - (n_pos[:, None] - before - same)
+        wins = ranks.count(rel * (below + 0.5 * (ranks.size - same)))
+        pairs = n_pos * n_neg
+        auc = np.where(pairs > 0, wins / np.where(pairs > 0, pairs, 1.0), 0.0)
+        size = ranks.n.copy() if self.weight_by_size else None
+        return AUCOutput(auc[:, None], (n_pos > 0) & (n_neg > 0), n_pos, None, size=size)
 
     def weighed(self, ops: Ops, out: ListOutput, item_weighted: bool) -> ListOutput:
         """The base's; with ``weight_by_size`` each list's weight times its number of items."""

@@ -19,12 +19,17 @@ by one comparison pass over the batch.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from rankstream.core.backends import Array, Context
 from rankstream.core.inputs import ListBatch
 from rankstream.core.lists.base import ListKernel, ListOutput, Selection
 from rankstream.core.lists.ties import first_relevant, group_means
+
+if TYPE_CHECKING:
+    from rankstream.core.relevant.ranks import RelevantRanks
 
 
 class BinaryListKernel(ListKernel):
@@ -124,3 +129,26 @@ class BinaryListKernel(ListKernel):
         """Per-list values ``(B, len(top_k))`` from the ranked relevance ``rel`` ``(B, K)`` and
         ``R`` ``(B,)``."""
         raise NotImplementedError
+
+    # -- over the ranks of the relevant items (rankstream.core.relevant) -------------------
+    def from_ranks(self, ranks: RelevantRanks) -> ListOutput:
+        """The per-list output from the relevant items' ranks (:meth:`rank_values`): the
+        relevance of each slot (the threshold), ``R`` per list."""
+        rel = ranks.relevant(self.conventions.relevance_threshold)
+        n_rel = ranks.count(rel)
+        return ListOutput(self.rank_values(ranks, rel, n_rel), n_rel > 0, n_rel, None)
+
+    def rank_values(self, ranks: RelevantRanks, rel: np.ndarray, n_rel: np.ndarray) -> np.ndarray:
+        """Per-list values ``(Q, len(top_k))`` from the slots' relevance ``rel`` ``(Q, M)`` and
+        ``R`` ``(Q,)`` (the dense :meth:`binary_values`' counterpart)."""
+        raise NotImplementedError
+
+    def rank_hits(self, ranks: RelevantRanks, rel: np.ndarray, k: Any) -> np.ndarray:
+        """The relevant items within the top ``k`` per list ``(Q,)`` (``k`` a number or ``(Q,
+        1)``): ``sum_s rel_s [rank_s <= k]``, under ``ties="expected"`` each slot's share of its
+        tie group's places within ``k``, ``clip(k - above, 0, t) / t``."""
+        return ranks.count(rel * ranks.in_top(k))
+
+    def rank_hits_at_k(self, ranks: RelevantRanks, rel: np.ndarray) -> np.ndarray:
+        """:meth:`rank_hits` at every ``k`` ``(Q, len(top_k))``."""
+        return np.stack([self.rank_hits(ranks, rel, float(k)) for k in self.top_k], axis=1)

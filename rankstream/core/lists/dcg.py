@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable  # noqa: F401  (NDCGKernel's options, in the signature, name it)
 from typing import Any
 
+import numpy as np
+
 from rankstream.core.backends import Array  # noqa: F401
 from rankstream.core.lists.base import ListOutput, Selection
 from rankstream.core.lists.chance import share_gain_pass
@@ -49,3 +51,9 @@ class DCGKernel(NDCGKernel):
             return ListOutput(dcg, relevant)
         _, _, wg_sum, g_in = self.item_gain_rows(sel, top=False)
         return ListOutput(dcg, relevant, g_in, wg_sum)
+
+    def from_ranks(self, ranks: Any) -> ListOutput:
+        """``DCG@k`` from the relevant ranks (:meth:`~rankstream.core.lists.ndcg.NDCGKernel.rank_dcg`)."""
+        gains = np.where(ranks.present, self.rank_gains(ranks.labels), 0.0)
+        relevant = ranks.count(ranks.relevant(self.conventions.relevance_threshold)) > 0
+        return ListOutput(self.rank_dcg(ranks, gains), relevant, ranks.count(gains))

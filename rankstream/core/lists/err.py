@@ -26,6 +26,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from rankstream.core.lists.base import ListOutput, Selection
 from rankstream.core.lists.binary import BinaryListKernel
 
@@ -66,6 +68,23 @@ class ERRKernel(BinaryListKernel):
         reached = ops.exp2(ops.cumsum(stay, axis=1) - stay)  # prod_{i < j} (1 - R_i)
         err = self.cut(sel, ops.cumsum(stop * reached / sel.positions, axis=1))
         return ListOutput(err, n_rel > 0, n_rel, w_rel)
+
+    def from_ranks(self, ranks: Any) -> ListOutput:
+        """``ERR@k`` from the relevant ranks: the slots in rank order (the other items have grade
+        0 and stop no one), ``sum_s (R_s / r_s) prod_{s' before s} (1 - R_s')`` over ``r_s <= k``."""
+        rel = ranks.relevant(self.conventions.relevance_threshold)
+        n_rel = ranks.count(rel)
+        t = self.conventions.relevance_threshold
+        g = ranks.labels if t is None else np.where(ranks.labels >= t, ranks.labels, 0.0)
+        g = np.where(ranks.present, np.clip(g, 0.0, self.max_grade), 0.0)
+        order = ranks.by_rank()
+        rank = np.take_along_axis(ranks.rank, order, axis=1)
+        stop = (np.exp2(np.take_along_axis(g, order, axis=1)) - 1.0) / 2.0**self.max_grade
+        stay = np.log2(1.0 - stop)
+        reached = np.exp2(np.cumsum(stay, axis=1) - stay)
+        terms = stop * reached / rank
+        err = np.stack([np.where(rank <= k, terms, 0.0).sum(axis=1) for k in self.top_k], axis=1)
+        return ListOutput(err, n_rel > 0, n_rel, None)
 
     def __repr__(self) -> str:
         return super().__repr__()[:-1] + f", max_grade={self.max_grade})"

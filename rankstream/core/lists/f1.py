@@ -14,8 +14,13 @@ base's one top-``max(k)`` selection, one cumulative sum, one count of the releva
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from rankstream.core.lists.base import WHOLE_LIST, Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.relevant.ranks import ratio
 
 
 class F1Kernel(BinaryListKernel):
@@ -39,3 +44,11 @@ class F1Kernel(BinaryListKernel):
         ]
         den = ops.stack(ks, axis=1) + n_rel[:, None]
         return self.divide(sel, 2.0 * hits, den)
+
+    def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
+        """``2 h@k / (k + R)`` from the relevant ranks (``k`` of the whole list: its ``n``)."""
+        hits = self.rank_hits_at_k(ranks, rel)
+        ks = np.stack(
+            [ranks.n if k >= WHOLE_LIST else np.full(ranks.n.shape, float(k)) for k in self.top_k], 1
+        )
+        return ratio(2.0 * hits, ks + n_rel[:, None])

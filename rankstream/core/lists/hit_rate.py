@@ -18,6 +18,10 @@ relevant item above it, that is the hypergeometric ``1 - C(t - r, m) / C(t, m)``
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from rankstream.core.lists.base import Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
 
@@ -36,3 +40,21 @@ class HitRateKernel(BinaryListKernel):
         # batch's lists holds them all, whatever the order
         first = self.cut(sel, ops.cumsum(self.first_relevant(sel, rel), axis=1))
         return self.past_end(sel, first, lambda: ops.cast(n_rel > 0, first.dtype))
+
+    def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
+        """1 when a relevant item ranks within ``k``; under ``ties="expected"`` the probability:
+        with the first tie group holding a relevant item (``a`` items above it, ``t`` items,
+        ``r`` relevant), 1 when it ends within ``k``, 0 when it starts past ``k``, else
+        ``1 - C(t - r, m) / C(t, m)`` with ``m = k - a`` of its places within ``k``."""
+        if ranks.ties != "expected":
+            return np.minimum(self.rank_hits_at_k(ranks, rel), 1.0)
+        a, t, r = ranks.first_group(rel)
+        out = []
+        for k in self.top_k:
+            m = np.clip(float(k) - a, 0.0, t)
+            miss = np.ones_like(a)  # C(t - r, m) / C(t, m) = prod_{i < r} (t - m - i) / (t - i)
+            for i in range(int(np.max(np.where(np.isfinite(a), r, 0.0), initial=0.0))):
+                step = np.where(i < r, np.maximum(t - m - i, 0.0) / np.maximum(t - i, 1.0), 1.0)
+                miss = miss * step
+            out.append(np.where(np.isfinite(a), 1.0 - miss, 0.0))
+        return np.stack(out, axis=1)

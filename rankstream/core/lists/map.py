@@ -35,10 +35,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListOutput, Selection
 from rankstream.core.lists.binary import BinaryListKernel
 from rankstream.core.lists.ties import average_precision_terms
+from rankstream.core.relevant.ranks import harmonic_range, ratio
 
 DENOMINATORS = ("min", "all")
 
@@ -92,3 +95,34 @@ class MAPKernel(BinaryListKernel):
         weighted = lambda labels, weights: self.is_relevant(sel, labels) * weights  # noqa: E731
         keys = (self.relevance_key(), ("weighted_relevant", t))
         return average_precision_terms(sel, rel, wrel, keys, (self.item_relevance(sel), weighted))
+
+    def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
+        """``AP@k`` from the relevant ranks: ``(1 / Z) sum_s rel_s [r_s <= k] i_s / r_s`` with
+        ``i_s`` the relevant slots ranked at or above ``s``; under ``ties="expected"`` per tie
+        group with a relevant item (``r`` relevant of ``t``, places ``a = above + 1 .. b =
+        min(above + t, k)``, ``R_-`` relevant items above it, ``q = (r - 1) / (t - 1)``)
+        ``(r / t) [(R_- + 1 - a q)(H_b - H_{a - 1}) + q (b - a + 1)]`` (MATH.md), per slot with
+        ``r`` replaced by its own relevance."""
+        if ranks.ties != "expected":
+            order = ranks.by_rank()
+            rank = np.take_along_axis(ranks.rank, order, axis=1)
+            rel_s = np.take_along_axis(rel, order, axis=1)
+            terms = rel_s * np.cumsum(rel_s, axis=1) / rank
+            sums = [np.where(rank <= k, terms, 0.0).sum(axis=1) for k in self.top_k]
+        else:
+            same, before = ranks.group_sums(rel)
+            t = ranks.size
+            q = np.where(t > 1.0, (same - 1.0) / np.maximum(t - 1.0, 1.0), 0.0)
+            a = ranks.above + 1.0
+            sums = []
+            for k in self.top_k:
+                b = np.minimum(ranks.above + t, float(k))
+                inside = (rel > 0) & (b >= a)
+                h = np.where(inside, harmonic_range(np.where(inside, a, 1.0), np.where(inside, b, 0.0)), 0.0)
+                term = ((before + 1.0 - a * q) * h + q * (b - a + 1.0)) / t
+                sums.append(np.where(inside, term, 0.0).sum(axis=1))
+        if self.denominator == "min":
+            den = np.stack([np.minimum(n_rel, float(k)) for k in self.top_k], axis=1)
+        else:
+            den = n_rel[:, None]
+        return ratio(np.stack(sums, axis=1), den)

@@ -32,10 +32,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListKernel, ListOutput, Selection, call_user
 from rankstream.core.lists.chance import share_ideal
 from rankstream.core.lists.ties import group_means
+from rankstream.core.relevant.ranks import ratio
 
 GAIN_NAMES = ("exp_rank", "linear_rank")
 #: up to this many ranked labels per batch the ranking's and the ideal labels go through the gains
@@ -219,6 +222,65 @@ class NDCGKernel(ListKernel):
         ideal_gains, g_sum, wg_sum, _ = self.item_gain_rows(sel)
         idcg = ops.matmul(ideal_gains, cuts)
         return ListOutput(self.divide(sel, dcg, idcg), ideal_gains[:, 0] > 0, g_sum, wg_sum)
+
+    # -- over the ranks of the relevant items (rankstream.core.relevant) -------------------
+    def rank_gains(self, labels: np.ndarray) -> np.ndarray:
+        """The gains of host labels (those below the threshold count as 0); a callable gain
+        must give 0 at label 0 (the items that are not slots hold label 0)."""
+        t = self.conventions.relevance_threshold
+        y = labels if t is None else np.where(labels >= t, labels, 0.0)
+        if self.gain == "exp_rank":
+            return np.exp2(y) - 1.0
+        if self.gain == "linear_rank":
+            return y
+        zero = np.asarray(self.gain_fn(np.zeros(1)), np.float64)
+        if np.any(zero != 0.0):
+            raise ValueError(
+                f"gain must give 0 at label 0 over relevant ranks (the unlisted items hold label 0), "
+                f"got gain(0) = {zero.tolist()}"
+            )
+        return np.broadcast_to(np.asarray(self.gain_fn(y), np.float64), y.shape)
+
+    def rank_discount(self, positions: np.ndarray) -> np.ndarray:
+        """The discounts of 1-based host positions (float64)."""
+        if self.discount_fn is None:
+            return 1.0 / np.log2(positions + 1.0)
+        return np.broadcast_to(np.asarray(self.discount_fn(positions), np.float64), positions.shape)
+
+    def rank_dcg(self, ranks: Any, gains: np.ndarray) -> np.ndarray:
+        """``DCG@k`` ``(Q, len(top_k))``: ``sum_s g_s d(rank_s)`` over the slots within ``k``;
+        under ``ties="expected"`` each slot's mean discount over its tie group's places cut at
+        ``k`` (a table of the discounts' cumulative sums up to the deepest such place)."""
+        k_max = float(max(self.top_k))
+        deepest = np.where(ranks.present, np.minimum(ranks.above + ranks.size, k_max), 0.0)
+        table = np.zeros(1)
+        if ranks.ties == "expected" and deepest.size:
+            top = int(deepest[ranks.size > 1.0].max(initial=0.0))
+            table = np.concatenate([[0.0], np.cumsum(self.rank_discount(np.arange(1.0, top + 1.0)))])
+        cumulative = lambda m: table[m.astype(np.int64)]  # noqa: E731
+        return np.stack(
+            [
+                ranks.count(gains * ranks.positional(float(k), self.rank_discount, cumulative))
+                for k in self.top_k
+            ],
+            1,
+        )
+
+    def from_ranks(self, ranks: Any) -> ListOutput:
+        """``nDCG@k`` from the relevant ranks: :meth:`rank_dcg` over ``IDCG@k``, the slots'
+        gains in decreasing order at places ``1 .. min(k, M)``."""
+        gains = np.where(ranks.present, self.rank_gains(ranks.labels), 0.0)
+        dcg = self.rank_dcg(ranks, gains)
+        ideal = -np.sort(-gains, axis=1)
+        places = np.arange(1.0, ideal.shape[1] + 1.0)
+        disc = self.rank_discount(places) if places.size else places
+        idcg = np.stack([(ideal * np.where(places <= k, disc, 0.0)).sum(axis=1) for k in self.top_k], 1)
+        top = ideal[:, 0] if ideal.shape[1] else np.zeros(ideal.shape[0])
+        if isinstance(self.gain, str):
+            relevant = ranks.count(ranks.relevant(self.conventions.relevance_threshold)) > 0
+        else:
+            relevant = top > 0
+        return ListOutput(ratio(dcg, idcg), relevant, top + 0.0)
 
     def _stacked(self, sel: Selection) -> ListOutput:
         """The named-gain case without a mask or item weights (eager: the batch size is known):

@@ -24,8 +24,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from rankstream.core.lists.base import Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.relevant.ranks import ratio
 
 
 class PrecisionKernel(BinaryListKernel):
@@ -53,3 +56,10 @@ class PrecisionKernel(BinaryListKernel):
             listed = sel.positions[None, :] if sel.in_list is None else ops.cumsum(sel.in_list, axis=1)
             den = self.cut(sel, listed)
         return self.divide(sel, hits, den)
+
+    def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
+        """``hits@k / k``, or over ``min(k, n)`` (``"valid"``), from the relevant ranks."""
+        hits = self.rank_hits_at_k(ranks, rel)
+        ks = np.asarray([float(k) for k in self.top_k])[None, :]
+        den = ks if self.denominator == "k" else np.minimum(ks, ranks.n[:, None])
+        return ratio(hits, den)

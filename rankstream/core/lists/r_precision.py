@@ -32,6 +32,7 @@ from rankstream.core.backends import Array, Context
 from rankstream.core.inputs import ListBatch
 from rankstream.core.lists.base import WHOLE_LIST, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.relevant.ranks import ratio
 
 
 class RPrecisionKernel(BinaryListKernel):
@@ -72,6 +73,10 @@ class RPrecisionKernel(BinaryListKernel):
         rel = self.expected_relevance(sel, rel)  # each position's expected relevance (ties="expected")
         in_top_r = sel.ops.where(sel.positions[None, :] <= n_rel[:, None], rel, 0.0)
         return self.divide(sel, sel.ops.sum(in_top_r, axis=1), n_rel)[:, None]
+
+    def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
+        """``hits@R / R`` from the relevant ranks (each list's own ``R``)."""
+        return ratio(self.rank_hits(ranks, rel, n_rel[:, None]), n_rel)[:, None]
 
     def to_python(self, value: Any) -> float:
         """The one value as a Python float."""

@@ -114,6 +114,24 @@ class RBPKernel(BinaryListKernel):
         depth = ops.stack([ops.minimum(size, float(min(k, sel.n))) for k in self.top_k], axis=1)
         return RBPOutput(rbp, n_rel > 0, n_rel, w_rel, residual=ops.exp2(depth * log_p))
 
+    def from_ranks(self, ranks: Any) -> ListOutput:
+        """``RBP@k = sum_s r_s w(rank_s)`` over the slots within ``k``, ``w(j) = (1 - p) p^(j -
+        1)`` (under ``ties="expected"`` its mean over the tie group's places, from
+        ``sum_{j <= m} w(j) = 1 - p^m``); the residual ``p^min(k, n)``."""
+        rel = ranks.relevant(self.conventions.relevance_threshold)
+        n_rel = ranks.count(rel)
+        gains = rel * ranks.labels if self.graded else rel
+        p = self.p
+        weight = lambda j: (1.0 - p) * np.exp2((j - 1.0) * math.log2(p))  # noqa: E731
+        cumulative = lambda m: -np.expm1(m * math.log(p))  # noqa: E731
+        rbp = np.stack(
+            [ranks.count(gains * ranks.positional(float(k), weight, cumulative)) for k in self.top_k], 1
+        )
+        if not self.residual:
+            return ListOutput(rbp, n_rel > 0, n_rel, None)
+        depth = np.stack([np.minimum(ranks.n, float(k)) for k in self.top_k], axis=1)
+        return RBPOutput(rbp, n_rel > 0, n_rel, None, residual=np.exp2(depth * math.log2(p)))
+
     def compute(self, sums: Mapping[str, Any], xp: Any = np) -> dict[str, Array]:
         """The base's results and, with ``residual=True``, ``residual``:
         ``residual_sum / weight_sum`` (0 before any list; NaN while ``invalid`` lists were

@@ -15,8 +15,11 @@ With ``ties="expected"``: ``E[R@k] = (1 / R) sum_{j <= k} r_c(j) / t_c(j)`` (see
 
 from __future__ import annotations
 
+from typing import Any
+
 from rankstream.core.lists.base import Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.relevant.ranks import ratio
 
 
 class RecallKernel(BinaryListKernel):
@@ -29,3 +32,7 @@ class RecallKernel(BinaryListKernel):
 
     def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
         return self.divide(sel, self.hits(sel, rel), n_rel[:, None])
+
+    def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
+        """``hits@k / R`` from the relevant ranks."""
+        return ratio(self.rank_hits_at_k(ranks, rel), n_rel[:, None])

@@ -19,8 +19,13 @@ probability ``C(t - 1 - i, r - 1) / C(t, r)`` (for one relevant item, ``(H_{a+t-
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from rankstream.core.lists.base import Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.relevant.ranks import harmonic_range
 
 
 class ReciprocalRankKernel(BinaryListKernel):
@@ -34,3 +39,33 @@ class ReciprocalRankKernel(BinaryListKernel):
         first = self.first_relevant(sel, rel)  # 1 at the first relevant item (its probability)
         first = first / sel.positions  # rebound: one (B, K) array let go before the next
         return self.cut(sel, sel.ops.cumsum(first, axis=1))
+
+    def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
+        """``1 / j*`` of the best ranked relevant slot if ``j* <= k``; under ``ties="expected"``
+        ``sum_i P_i / (a + 1 + i)`` over the places of the first tie group holding a relevant
+        item (``a`` above, ``t`` items, ``r`` relevant) within ``k``, ``P_i = C(t - 1 - i, r -
+        1) / C(t, r)`` the chance that its first relevant item sits at its ``i``-th place
+        (``r = 1``: ``(H_{min(a + t, k)} - H_a) / t``)."""
+        if ranks.ties != "expected":
+            best = np.min(np.where(rel > 0, ranks.rank, np.inf), axis=1, initial=np.inf)
+            return np.stack([np.where(best <= k, 1.0 / best, 0.0) for k in self.top_k], axis=1)
+        a, t, r = ranks.first_group(rel)
+        return np.stack([first_place_mean(a, t, r, float(k)) for k in self.top_k], axis=1)
+
+
+def first_place_mean(a: Any, t: Any, r: Any, k: float) -> Any:
+    """``E[1 / rank]`` of the first of ``r`` relevant items placed at random among the ``t``
+    places ``a + 1 .. a + t``, counting only places within ``k`` (0 where ``a`` is inf)."""
+    found = np.isfinite(a) & (a < k)
+    out = np.zeros(a.shape)
+    one = found & (r == 1.0)
+    if one.any():
+        out[one] = harmonic_range(a[one] + 1.0, np.minimum(a[one] + t[one], k)) / t[one]
+    many = np.nonzero(found & (r > 1.0))[0]
+    for q in many:  # rare: several relevant items in one tie group (O(min(t, k)) terms each)
+        places = np.arange(min(t[q] - r[q] + 1.0, k - a[q]))
+        # P_0 = r / t, P_{i+1} = P_i (t - i - r) / (t - 1 - i)
+        steps = (t[q] - places[:-1] - r[q]) / (t[q] - 1.0 - places[:-1])
+        p = (r[q] / t[q]) * np.concatenate([[1.0], np.cumprod(steps)])
+        out[q] = float(np.sum(p / (a[q] + 1.0 + places)))
+    return out

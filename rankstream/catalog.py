@@ -1,0 +1,253 @@
+"""Exact ranking metrics over a whole catalog, without the ``(queries, items)`` score matrix.
+
+A batch of queries (their embeddings, or whatever a scoring callable takes) with each query's
+relevant item ids (and grades) is counted against every item of a catalog, scored chunk by chunk:
+each relevant item's rank is a count of the items scoring above it (ties counted apart), and every
+list metric is a function of those ranks, their grades, the list's length and the tie counts.
+So a metric is exact at every ``k`` up to the catalog's size, holding one chunk of scores, never
+a top-``k`` heap::
+
+    from rankstream.catalog import CatalogMetrics
+    cm = CatalogMetrics(["ndcg@10", "recall@100", "mrr"], items=item_embeddings)
+    for user_emb, test_items, train_items in batches:
+        cm.update(user_emb, test_items, exclude=train_items)   # lists of id arrays
+    cm.compute()   # {"ndcg@10": ..., "recall@100": ..., "mrr": ...}
+
+The numbers are those of :class:`~rankstream.ListMetrics` on the materialised matrix with the
+excluded items masked (the same kernels' state sums, ``confidence=`` intervals and conventions:
+``empty``, ``ties`` ``"first"`` (the lower item index first), ``"random"`` or ``"expected"``,
+thresholds, list weights). ``chance=True`` is not supported here yet.
+
+* ``items=`` ``(num_items, dim)`` embeddings (numpy or torch, float32 or float64) with
+  ``similarity="dot"`` or ``"cosine"``, or ``score=`` a callable ``score(queries, item_ids) ->
+  (Q, len(item_ids))`` (``item_ids`` a 1-D int64 torch tensor; a chunk's are consecutive) with
+  ``num_items=``: a PyKEEN model's ``score_t``, a cross-encoder, any model.
+* ``relevant``: a list of id arrays (one per query) or a ``(Q, R)`` array padded with ``-1``;
+  ``grades`` alike (default 1); ids in range, each once per query.
+* ``exclude`` (per query, not ranked: the user's training items, PyKEEN's filtered setting): a list
+  of id arrays, a CSR tuple ``(indptr, indices)``, a scipy sparse matrix, or ``(FilterIndex,
+  triples, side)``. A relevant item that is also excluded is a ``ValueError`` naming ``exclude``.
+* ``chunk_size=`` items per chunk, or ``memory=`` bytes for one chunk and its temporaries
+  (:data:`~rankstream.core.catalog.budget.MEMORY_BUDGET` by default).
+
+For catalogs split over processes, :func:`prepare` a batch, count each shard
+(``batch.count(start, stop)``), :meth:`~rankstream.core.catalog.counting.CatalogCounts.merge` the
+shards' counts, then ``batch.ranks(counts)``: counts add over shards. The rank family (PyKEEN's
+optimistic, realistic and pessimistic ranks) comes from :func:`rank_types`; the recommendations
+themselves (each query's best ``k`` ids, ties by the lower id) from :func:`top_k_ids`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rankstream.core.catalog import CallableScorer, CatalogBatch, CatalogCounts, EmbeddingScorer
+from rankstream.core.catalog import prepare as _prepare
+from rankstream.core.catalog.budget import MEMORY_BUDGET
+from rankstream.core.catalog.budget import chunk_size as budget_chunk
+from rankstream.core.catalog.inputs import excluded_pairs
+from rankstream.core.catalog.recommend import top_items
+from rankstream.core.lists.collection import ListMetrics
+from rankstream.core.relevant import RelevantRanks
+from rankstream.core.relevant.values import check_kernel, collection_sums
+from rankstream.core.state import State
+
+__all__ = [
+    "MEMORY_BUDGET",
+    "CatalogBatch",
+    "CatalogCounts",
+    "CatalogMetrics",
+    "catalog_metrics",
+    "make_scorer",
+    "prepare",
+    "rank_types",
+    "relevant_ranks",
+    "top_k_ids",
+]
+
+
+def make_scorer(
+    items: Any = None, score: Callable[[Any, Any], Any] | None = None, num_items: int | None = None,
+    similarity: str = "dot",
+) -> EmbeddingScorer | CallableScorer:  # fmt: skip
+    """The scorer of a catalog: ``items`` embeddings (with ``similarity``), or ``score`` with
+    ``num_items``; exactly one of the two."""
+    if (items is None) == (score is None):
+        raise ValueError("give the catalog as items= (embeddings) or as score= with num_items=, exactly one")
+    if items is not None:
+        return EmbeddingScorer(items, similarity)
+    return CallableScorer(score, num_items)  # type: ignore[arg-type]
+
+
+def prepare(
+    queries: Any, relevant: Any, *, items: Any = None, score: Any = None, num_items: int | None = None,
+    similarity: str = "dot", grades: Any = None, exclude: Any = None,
+) -> CatalogBatch:  # fmt: skip
+    """One batch checked (nothing counted yet): ``batch.count(start, stop)`` counts a shard,
+    ``batch.ranks(counts)`` gives the relevant ranks once the counts cover the catalog."""
+    return _prepare(make_scorer(items, score, num_items, similarity), queries, relevant, grades, exclude)
+
+
+def relevant_ranks(
+    queries: Any, relevant: Any, *, items: Any = None, score: Any = None, num_items: int | None = None,
+    similarity: str = "dot", grades: Any = None, exclude: Any = None, ties: str = "first",
+    chunk_size: int | None = None, memory: int | None = None, generator: Any = None,
+) -> RelevantRanks:  # fmt: skip
+    """The relevant ranks of one batch over the whole catalog (see the module docstring)."""
+    batch = prepare(
+        queries, relevant, items=items, score=score, num_items=num_items, similarity=similarity,
+        grades=grades, exclude=exclude,
+    )  # fmt: skip
+    return batch.ranks(batch.count(chunk=chunk_size, memory=memory), ties=ties, generator=generator)
+
+
+def top_k_ids(
+    queries: Any, k: int, *, items: Any = None, score: Any = None, num_items: int | None = None,
+    similarity: str = "dot", exclude: Any = None, chunk_size: int | None = None, memory: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``(scores, ids)`` ``(Q, k)``: each query's best ``k`` items over the catalog, best first,
+    ties by the lower item id, its excluded items left out (id ``-1`` and score ``-inf`` past the
+    end of a list shorter than ``k``): a streamed merge over the chunks, one chunk of scores held.
+    Scores are float64 copies of the chunk's."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    scorer = make_scorer(items, score, num_items, similarity)
+    if isinstance(scorer, EmbeddingScorer):
+        queries = scorer.queries(queries)
+        q = int(queries.shape[0])
+    else:
+        q = len(queries)
+    ex_query, ex_item = excluded_pairs(exclude, q, scorer.num_items)
+    size = budget_chunk(q, scorer.num_items, memory, chunk_size)
+    return top_items(scorer, queries, k, q, size, ex_query, ex_item)
+
+
+def rank_types(ranks: RelevantRanks) -> dict[str, np.ndarray]:
+    """PyKEEN's rank types of every relevant item (flat, query by query), with its list's
+    number of candidates: ``optimistic = above + 1``, ``pessimistic = above + tied + 1``,
+    ``realistic`` their mean, ``num_candidates = n``; for ``rankstream.pykeen``'s metrics
+    (``HitsAtK()(r["realistic"], r["num_candidates"])``)."""
+    p = ranks.present
+    rows = np.nonzero(p)[0]
+    optimistic = ranks.above[p] + 1.0
+    pessimistic = ranks.above[p] + ranks.tied[p] + 1.0
+    return {
+        "optimistic": optimistic,
+        "realistic": (optimistic + pessimistic) / 2.0,
+        "pessimistic": pessimistic,
+        "num_candidates": ranks.n[rows],
+        "query": rows,
+    }
+
+
+class CatalogMetrics:
+    """List metrics over a whole catalog, streamed: ``update`` per batch of queries, ``compute``.
+
+    Args:
+        metrics: names as :class:`~rankstream.ListMetrics` takes them (``"ndcg@10"``, ``"mrr"``...).
+        items, score, num_items, similarity: the catalog (see the module docstring).
+        chunk_size, memory: items per chunk, or the bytes of one chunk (default
+            :data:`~rankstream.core.catalog.budget.MEMORY_BUDGET`).
+        defaults, empty, ties, seed, relevance_threshold, confidence: as
+            :class:`~rankstream.ListMetrics` (``ties="random"`` draws with ``seed``).
+
+    The state is the collection's sums (:attr:`state`, a :class:`~rankstream.State`): ``merge``
+    adds them, so queries split over processes merge as any state does.
+    """
+
+    def __init__(
+        self,
+        metrics: Sequence[str],
+        items: Any = None,
+        *,
+        score: Callable[[Any, Any], Any] | None = None,
+        num_items: int | None = None,
+        similarity: str = "dot",
+        chunk_size: int | None = None,
+        memory: int | None = None,
+        defaults: Mapping[str, Mapping[str, Any]] | None = None,
+        empty: str = "skip",
+        ties: str = "first",
+        seed: int | None = None,
+        relevance_threshold: float | str | None = "each",
+        confidence: float | None = None,
+    ) -> None:
+        self.collection = ListMetrics(
+            metrics, defaults, empty=empty, ties=ties, seed=seed, relevance_threshold=relevance_threshold,
+            confidence=confidence,
+        )  # fmt: skip
+        for name, kernel in self.collection.members.items():
+            check_kernel(kernel, repr(name))
+        self.scorer = make_scorer(items, score, num_items, similarity)
+        self.chunk_size, self.memory, self.ties = chunk_size, memory, ties
+        self._rng = np.random.default_rng(seed)
+        self.state = State(self.collection)
+
+    def update(
+        self,
+        queries: Any,
+        relevant: Any,
+        *,
+        grades: Any = None,
+        exclude: Any = None,
+        sample_weight: Any = None,
+    ) -> CatalogMetrics:
+        """Add one batch of queries; on error nothing is added. An empty batch is a no-op."""
+        batch = _prepare(self.scorer, queries, relevant, grades, exclude)
+        if batch.num_queries == 0:
+            return self
+        weights = None
+        if sample_weight is not None:
+            weights = np.asarray(
+                getattr(sample_weight, "numpy", lambda: sample_weight)(), np.float64
+            ).reshape(-1)
+            if weights.shape[0] != batch.num_queries or not np.all(np.isfinite(weights) & (weights >= 0)):
+                got = weights.tolist()[:8]
+                raise ValueError(
+                    f"sample_weight must hold {batch.num_queries} finite weights >= 0, got {got}"
+                )
+        counts = batch.count(chunk=self.chunk_size, memory=self.memory)
+        ranks = batch.ranks(counts, ties=self.ties, generator=self._rng)
+        sums = collection_sums(self.collection, ranks, weights)
+        for name, value in sums.items():
+            self.state.sums[name] += value
+        return self
+
+    def compute(self) -> dict[str, Any]:
+        """Every metric's value (and quantities), keyed as the collection reports them."""
+        return self.state.compute()
+
+    def reset(self) -> None:
+        self.state.reset()
+
+    def merge(self, other: CatalogMetrics) -> CatalogMetrics:
+        """A new instance holding the sums of both (same metrics and settings)."""
+        if not isinstance(other, CatalogMetrics):
+            raise TypeError(
+                f"can only merge a CatalogMetrics with a CatalogMetrics, got {type(other).__name__}"
+            )
+        out = CatalogMetrics.__new__(CatalogMetrics)
+        out.__dict__.update(self.__dict__)
+        out.state = self.state.merge(other.state)
+        out._rng = np.random.default_rng(self._rng.integers(2**63))
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.state.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.state.load_state_dict(state)
+
+
+def catalog_metrics(
+    metrics: Sequence[str], queries: Any, relevant: Any, items: Any = None, **options: Any
+) -> dict[str, Any]:
+    """One batch's metrics over the catalog (a :class:`CatalogMetrics` updated once): ``options``
+    are its arguments and ``update``'s (``grades``, ``exclude``, ``sample_weight``)."""
+    per_batch = {
+        name: options.pop(name) for name in ("grades", "exclude", "sample_weight") if name in options
+    }
+    return CatalogMetrics(metrics, items, **options).update(queries, relevant, **per_batch).compute()
