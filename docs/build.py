@@ -80,6 +80,17 @@ MAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ),
     ),
     (
+        "Whole catalogs",
+        (
+            (
+                "rankstream.catalog",
+                "Exact list and rank metrics over a whole catalog scored chunk by chunk (item "
+                "embeddings or any scoring callable), with per-query exclusions and shards whose "
+                "counts add; no (queries x items) matrix.",
+            ),
+        ),
+    ),
+    (
         "Rank-based metrics",
         (
             (

@@ -23,11 +23,14 @@ The core needs no framework::
 """
 
 from rankstream.core import functional as _functional
+from rankstream.core.beyond import BeyondAccuracy as BeyondAccuracy
+from rankstream.core.beyond import ItemData as ItemData
 from rankstream.core.inputs import IntegerScoresWarning as IntegerScoresWarning
 from rankstream.core.inputs import SwappedInputsWarning as SwappedInputsWarning
 from rankstream.core.lists import ListMetrics as ListMetrics
 from rankstream.core.lists.paired import PairedComparison as PairedComparison
 from rankstream.core.lists.table import LIST_METRICS as _LIST_METRICS
+from rankstream.core.sampled_state import SampledRanks as SampledRanks
 from rankstream.core.state import NotComputableError as NotComputableError
 from rankstream.core.state import State as State
 from rankstream.core.state import merge as merge
@@ -40,10 +43,13 @@ globals().update({row.function: getattr(_functional, row.function) for row in _L
 
 __all__ = sorted(
     [
+        "BeyondAccuracy",
         "IntegerScoresWarning",
+        "ItemData",
         "ListMetrics",
         "NotComputableError",
         "PairedComparison",
+        "SampledRanks",
         "State",
         "SwappedInputsWarning",
         "merge",

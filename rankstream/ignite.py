@@ -30,6 +30,7 @@ from rankstream.adapters.ignite_metrics import KernelMetric  # noqa: E402
 from rankstream.adapters.ignite_paired import PairedComparison  # noqa: E402
 from rankstream.adapters.ignite_per_list import PerList, PerListValues  # noqa: E402
 from rankstream.adapters.ignite_ranks import RankBasedMetrics  # noqa: E402
+from rankstream.adapters.ignite_beyond import BeyondMetrics  # noqa: E402
 from rankstream.adapters.ignite_sampled import SampledRankMetrics  # noqa: E402
 from rankstream.core.ranks.families import RANK_TYPES  # noqa: E402
 
@@ -46,5 +47,6 @@ __all__ = [
     "RankBasedMetrics",
     "RANK_TYPES",
     "SampledRankMetrics",
+    "BeyondMetrics",
     "KernelMetric",
 ]

@@ -54,6 +54,7 @@ from rankstream.adapters.keras_ranks import (  # noqa: E402
     InverseHarmonicMeanRank,
     RankBasedMetrics,
 )
+from rankstream.adapters.keras_beyond import BeyondMetrics  # noqa: E402
 from rankstream.adapters.keras_sampled import SampledRankMetrics  # noqa: E402
 from rankstream.core.lists.table import LIST_METRICS as _LIST_METRICS  # noqa: E402
 from rankstream.core.ranks.families import RANK_TYPES  # noqa: E402
@@ -62,6 +63,7 @@ __all__ = [
     "GMR",
     "RANK_TYPES",
     "ArithmeticMeanRank",
+    "BeyondMetrics",
     "GeometricMeanRank",
     "HitsAtK",
     "InverseHarmonicMeanRank",

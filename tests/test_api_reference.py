@@ -31,6 +31,7 @@ PUBLIC = (
     "rankstream.distributed",
     "rankstream.spark",
     "rankstream.torchmetrics",
+    "rankstream.catalog",
 )
 #: the landing page's map, in order: adapters, core, rank-based, filtering, distributed
 MAP_ORDER = [
@@ -40,6 +41,7 @@ MAP_ORDER = [
     "rankstream",
     "rankstream.core.functional",
     "rankstream.core.state",
+    "rankstream.catalog",
     "rankstream.pykeen",
     "rankstream.filtering",
     "rankstream.distributed",
