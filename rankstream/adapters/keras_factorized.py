@@ -29,7 +29,12 @@ from keras import ops as K
 from rankstream.adapters.keras_inputs import symbolic
 from rankstream.adapters.keras_lifecycle import unconverted
 from rankstream.adapters.keras_state import add_to, resolve_state_dtype, state_variables, total_tensors
-from rankstream.core.backends.keras_catalog import DEFAULT_CHUNK_SIZE, check_chunk_size, count_above
+from rankstream.core.backends.keras_catalog import (
+    DEFAULT_CHUNK_SIZE,
+    best_match,
+    check_chunk_size,
+    count_above,
+)
 from rankstream.core.backends.keras_ops import is_tracing
 
 TFRS_KS = (1, 5, 10, 50, 100)
@@ -47,6 +52,18 @@ def check_ks(ks: Any) -> tuple[int, ...]:
         if k < 1:
             raise ValueError(f"ks must be a sequence of positive ints, got {ks!r} (holding {k!r})")
     return tuple(int(k) for k in ks)
+
+
+def _check_candidate_ids(candidate_ids: Any) -> np.ndarray:
+    """``candidate_ids`` as an (N,) int32 array (ids of the candidates, in their order)."""
+    ids = np.asarray(candidate_ids)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError(
+            f"candidate_ids must be a 1-D array of integer ids, got dtype {ids.dtype} and shape {ids.shape}"
+        )
+    if ids.size and (ids.min() < np.iinfo(np.int32).min or ids.max() > np.iinfo(np.int32).max):
+        raise ValueError(f"candidate_ids must fit in int32, got values from {ids.min()} to {ids.max()}")
+    return ids.astype(np.int32)
 
 
 def _jax_reads_stale(variable: Any) -> bool:
@@ -115,6 +132,7 @@ class FactorizedTopK(keras.metrics.Metric):
         ks: Sequence[int] = TFRS_KS,
         name: str = "factorized_top_k",
         *,
+        candidate_ids: Any = None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         dtype: Any = None,
         state_dtype: str | None = None,
@@ -122,6 +140,7 @@ class FactorizedTopK(keras.metrics.Metric):
         super().__init__(name=name, dtype=dtype)
         self._ks = check_ks(ks)
         self._chunk_size = check_chunk_size(chunk_size)
+        self._candidate_ids = None if candidate_ids is None else _check_candidate_ids(candidate_ids)
         self._requested_state_dtype = state_dtype
         self._state_dtype = resolve_state_dtype(state_dtype)
         # held by a plain object: Keras tracks a variable held as an attribute (or in a list or
@@ -228,22 +247,20 @@ class FactorizedTopK(keras.metrics.Metric):
                     f"embeddings, keras.ops.stack([query, candidate], axis=1); got shape {shape}"
                 )
             queries, positives = y_pred[:, 0, :], y_pred[:, 1, :]
+            # y_true: the true candidates' ids where the candidates have ids, else not read
+            ids = query_embeddings if self._candidate_ids is not None else None
         else:
-            if true_candidate_ids is not None:
-                raise ValueError(
-                    f"{self.name}: true_candidate_ids (TFRS's id-based evaluation) is not supported: "
-                    "only the score-based evaluation of an exact catalog; got true_candidate_ids of "
-                    f"shape {tuple(getattr(true_candidate_ids, 'shape', ()))}"
-                )
-            queries, positives = query_embeddings, true_candidate_embeddings
-        sums = unconverted(self._batch_sums)(queries, positives, sample_weight)
+            queries, positives, ids = query_embeddings, true_candidate_embeddings, true_candidate_ids
+        sums = unconverted(self._batch_sums)(queries, positives, sample_weight, ids)
         if sums is None:
             return
         for i, field in enumerate(self._fields):  # nothing here can fail on data
             comp = self._compensations[i] if self._compensations else None
             add_to(self._totals[i], sums[field], comp)
 
-    def _batch_sums(self, queries: Any, positives: Any, sample_weight: Any) -> dict[str, Any] | None:
+    def _batch_sums(
+        self, queries: Any, positives: Any, sample_weight: Any, ids: Any
+    ) -> dict[str, Any] | None:
         queries = K.stop_gradient(K.cast(K.convert_to_tensor(queries), self.dtype))
         positives = K.stop_gradient(K.cast(K.convert_to_tensor(positives), self.dtype))
         q_shape, c_shape = tuple(queries.shape), tuple(positives.shape)
@@ -259,16 +276,53 @@ class FactorizedTopK(keras.metrics.Metric):
                 f"candidates have {candidates.shape[1]} (shape {tuple(candidates.shape)})"
             )
         weight = self._weights(sample_weight, queries)
+        if ids is not None:
+            ids = self._true_ids(ids, q_shape[0])
+            candidate_ids = self._ids_of(candidates)
         if q_shape[0] == 0:
             return None
-        positive = K.sum(K.multiply(queries, positives), axis=1)  # TFRS: reduce_sum(q * c, axis=1)
-        above, bad = count_above(queries, positive, candidates, self._chunk_size)
-        bad = K.logical_or(bad, K.logical_not(K.isfinite(positive)))
         ks = K.convert_to_tensor(np.asarray(self._ks, np.int32))
-        hits = K.logical_and(K.less(above[:, None], ks[None, :]), K.logical_not(bad)[:, None])
+        if ids is None:  # score-based: fewer than k candidates above the positive score
+            positive = K.sum(K.multiply(queries, positives), axis=1)  # TFRS: reduce_sum(q * c, axis=1)
+            above, bad = count_above(queries, positive, candidates, self._chunk_size)
+            good = K.logical_not(K.logical_or(bad, K.logical_not(K.isfinite(positive))))
+        else:  # id-based: the best-placed candidate of the true id among the first k of a stable top-k
+            found, best, index = best_match(queries, candidates, candidate_ids, ids, self._chunk_size)
+            above, nan = count_above(
+                queries, best, candidates, self._chunk_size, before=index, inf_is_bad=False
+            )
+            good = K.logical_and(found, K.logical_not(nan))
+        hits = K.logical_and(K.less(above[:, None], ks[None, :]), good[:, None])
         hits = K.cast(hits, self._state_dtype)
         weight = K.cast(weight, self._state_dtype)
         return {"hits": K.sum(K.multiply(hits, weight[:, None]), axis=0), "weight_sum": K.sum(weight)}
+
+    def _true_ids(self, ids: Any, b: Any) -> Any:
+        """``true_candidate_ids`` as (batch,) int32, from (batch,) or (batch, 1) integers."""
+        ids = K.convert_to_tensor(ids)
+        shape, dtype = tuple(ids.shape), keras.backend.standardize_dtype(ids.dtype)
+        if "int" not in dtype:
+            raise TypeError(f"true_candidate_ids must be integers, got dtype {dtype} (shape {shape})")
+        if len(shape) == 2 and shape[1] == 1:
+            ids, shape = K.reshape(ids, (-1,)), shape[:1]
+        if len(shape) != 1 or (None not in (shape[0], b) and shape[0] != b):
+            raise ValueError(
+                f"true_candidate_ids must be (batch,) or (batch, 1) for a batch of {b} queries, got shape "
+                f"{tuple(ids.shape)}"
+            )
+        return K.cast(ids, "int32")
+
+    def _ids_of(self, candidates: Any) -> Any:
+        """The candidates' ids: ``candidate_ids``, or their positions (TFRS's ``BruteForce``)."""
+        n = int(candidates.shape[0])
+        if self._candidate_ids is None:
+            return K.arange(n, dtype="int32")
+        if len(self._candidate_ids) != n:
+            raise ValueError(
+                f"{self.name}: candidate_ids holds {len(self._candidate_ids)} ids but the candidates are "
+                f"{n} (shape {tuple(candidates.shape)})"
+            )
+        return K.convert_to_tensor(self._candidate_ids)
 
     def _weights(self, sample_weight: Any, queries: Any) -> Any:
         """Per-query weights (batch,) from None, a scalar, (batch,) or (batch, 1)."""

@@ -40,46 +40,99 @@ def check_chunk_size(chunk_size: Any) -> int:
     return int(chunk_size)
 
 
-def _chunk_counts(queries: Any, thresholds: Any, chunk: Any) -> tuple[Any, Any]:
-    """The counts of one chunk: (B,) int32 ``#{j : s_ij > t_i}`` and (B,) bool ``any s_ij``
-    NaN or +inf, with ``s = queries @ chunk.T`` (``(B, len(chunk))``, the only scores held)."""
+def _rows(x: Any, start: Any, size: int) -> Any:
+    """Rows ``[start, start + size)`` of ``x``: a static slice for an int ``start``, a dynamic
+    slice of static size for a traced one."""
     from keras import ops as K
 
-    scores = K.matmul(queries, K.transpose(chunk))
-    above = K.sum(K.cast(K.greater(scores, thresholds[:, None]), "int32"), axis=1)
-    # NaN != NaN; +inf > the largest finite value: one pass for both
-    bad = K.logical_or(K.not_equal(scores, scores), K.isinf(K.maximum(scores, 0.0)))
-    return above, K.any(bad, axis=1)
+    if isinstance(start, int):
+        return x[start : start + size]
+    return K.slice(x, (start,) + (0,) * (len(x.shape) - 1), (size, *x.shape[1:]))
 
 
-def count_above(queries: Any, thresholds: Any, candidates: Any, chunk_size: int) -> tuple[Any, Any]:
-    """``(counts, bad)``: for each query ``i`` the number of candidates ``j`` with
-    ``queries[i] . candidates[j] > thresholds[i]`` (int32, ``(B,)``), and whether any of its
-    candidate scores is NaN or +inf (bool, ``(B,)``), counted over chunks of ``chunk_size``
-    candidates (the counts of the chunks add up). Static shapes: traceable and compilable."""
+def over_chunks(n: int, chunk_size: int, step: Any, carry: Any, traced: bool) -> Any:
+    """``carry = step(start, size, carry)`` over the chunks ``[start, start + size)`` of
+    ``range(n)``: eagerly a plain loop, traced one ``keras.ops.fori_loop`` over the full chunks
+    (one traced body whatever ``n``, ``start`` a traced int32) and a static last chunk of
+    ``n mod chunk_size``. The carry holds per-query sums, so the chunks' results add up."""
     from keras import ops as K
 
-    n = int(candidates.shape[0])
-    counts = K.zeros_like(thresholds, dtype="int32")
-    bad = K.zeros_like(thresholds, dtype="bool")
     full, tail = divmod(n, chunk_size)
-    d = int(candidates.shape[1])
-    if full > 1 and not is_tracing(queries):  # eager: a plain loop (nothing to compile)
+    if full and (not traced or full == 1):
         for start in range(0, full * chunk_size, chunk_size):
-            above, flag = _chunk_counts(queries, thresholds, candidates[start : start + chunk_size])
-            counts, bad = K.add(counts, above), K.logical_or(bad, flag)
-    elif full == 1:
-        counts, bad = _chunk_counts(queries, thresholds, candidates[:chunk_size])
-    elif full > 1:
+            carry = step(start, chunk_size, carry)
+    elif full:
 
-        def body(i: Any, carry: tuple[Any, Any]) -> tuple[Any, Any]:
-            start = K.multiply(K.cast(i, "int32"), chunk_size)
-            chunk = K.slice(candidates, (start, 0), (chunk_size, d))
-            above, flag = _chunk_counts(queries, thresholds, chunk)
-            return K.add(carry[0], above), K.logical_or(carry[1], flag)
+        def body(i: Any, c: Any) -> Any:
+            return step(K.multiply(K.cast(i, "int32"), chunk_size), chunk_size, c)
 
-        counts, bad = K.fori_loop(0, full, body, (counts, bad))
+        carry = K.fori_loop(0, full, body, carry)
     if tail:
-        above, flag = _chunk_counts(queries, thresholds, candidates[full * chunk_size :])
-        counts, bad = K.add(counts, above), K.logical_or(bad, flag)
-    return counts, bad
+        carry = step(full * chunk_size, tail, carry)
+    return carry
+
+
+def _positions(start: Any, size: int) -> Any:
+    from keras import ops as K
+
+    return K.add(K.arange(size, dtype="int32"), start)
+
+
+def count_above(
+    queries: Any,
+    thresholds: Any,
+    candidates: Any,
+    chunk_size: int,
+    before: Any = None,
+    inf_is_bad: bool = True,
+) -> tuple[Any, Any]:
+    """``(counts, bad)``, per query ``i`` (``(B,)`` each): ``counts_i = #{j : s_ij > t_i}``
+    (int32), plus ``#{j < before_i : s_ij == t_i}`` when ``before`` is given (the candidates
+    tied with ``t_i`` that an order by index puts first), with ``s_ij = queries[i] .
+    candidates[j]``; ``bad_i`` whether any ``s_ij`` is NaN (or ``+inf``, with ``inf_is_bad``).
+    Counted over chunks of ``chunk_size`` candidates: the scores held are one ``(B, chunk)``
+    block. Static shapes: traceable and compilable."""
+    from keras import ops as K
+
+    def step(start: Any, size: int, carry: tuple[Any, Any]) -> tuple[Any, Any]:
+        scores = K.matmul(queries, K.transpose(_rows(candidates, start, size)))
+        t = thresholds[:, None]
+        above = K.sum(K.cast(K.greater(scores, t), "int32"), axis=1)
+        if before is not None:
+            earlier = K.less(_positions(start, size)[None, :], before[:, None])
+            above = K.add(above, K.sum(K.cast(K.logical_and(K.equal(scores, t), earlier), "int32"), axis=1))
+        # NaN != NaN; +inf: the only value whose max with 0 is infinite
+        flag = K.not_equal(scores, scores)
+        if inf_is_bad:
+            flag = K.logical_or(flag, K.isinf(K.maximum(scores, 0.0)))
+        return K.add(carry[0], above), K.logical_or(carry[1], K.any(flag, axis=1))
+
+    init = (K.zeros_like(thresholds, dtype="int32"), K.zeros_like(thresholds, dtype="bool"))
+    return over_chunks(int(candidates.shape[0]), chunk_size, step, init, is_tracing(queries))
+
+
+def best_match(
+    queries: Any, candidates: Any, candidate_ids: Any, true_ids: Any, chunk_size: int
+) -> tuple[Any, Any, Any]:
+    """``(found, score, index)`` per query ``i``: whether a candidate has the id ``true_ids[i]``,
+    and of those the highest score ``s_ij`` and, among the candidates of that score, the lowest
+    index ``j`` (the one a stable top-k lists first). Over chunks of ``chunk_size``."""
+    from keras import ops as K
+
+    def step(start: Any, size: int, carry: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+        found, best, index = carry
+        scores = K.matmul(queries, K.transpose(_rows(candidates, start, size)))
+        match = K.equal(_rows(candidate_ids, start, size)[None, :], true_ids[:, None])
+        top = K.max(K.where(match, scores, float("-inf")), axis=1)
+        first = K.argmax(K.cast(K.logical_and(match, K.equal(scores, top[:, None])), "int32"), axis=1)
+        has = K.any(match, axis=1)
+        take = K.logical_and(has, K.logical_or(K.logical_not(found), K.greater(top, best)))
+        index = K.where(take, K.add(K.cast(first, "int32"), start), index)
+        return K.logical_or(found, has), K.where(take, top, best), index
+
+    init = (
+        K.zeros_like(true_ids, dtype="bool"),
+        K.full_like(queries[:, 0], float("-inf")),
+        K.zeros_like(true_ids, dtype="int32"),
+    )
+    return over_chunks(int(candidates.shape[0]), chunk_size, step, init, is_tracing(queries))
