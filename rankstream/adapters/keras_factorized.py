@@ -14,7 +14,11 @@ which counts ties as hits, i.e.
 does not push it out), and a row with a non-finite score is a miss. The value at ``k`` is the
 weighted mean of the hits, ``sum_i w_i hit_i(k) / sum_i w_i``. The state is two sums, the
 weighted hits per ``k`` and the weight sum (``aggregation="sum"`` variables: replicas add up).
-See ``docs/factorized_top_k.md``.
+
+TFRS's id-based evaluation (``true_candidate_ids`` given): a hit at ``k`` when a candidate of the
+true id is among the first ``k`` of a top-k that orders equal scores by index, i.e. when the
+best-placed one, ``j*``, has ``#{l : s_il > s_ij*} + #{l < j* : s_il = s_ij*} < k`` (two passes
+over the chunks). See ``docs/factorized_top_k.md``.
 """
 
 from __future__ import annotations
@@ -73,7 +77,10 @@ def _jax_reads_stale(variable: Any) -> bool:
     value it had before ``fit`` (a constant of the compiled step)."""
     if keras.backend.backend() != "jax":
         return False
-    from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
+    try:
+        from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
+    except ImportError:  # pragma: no cover - a Keras that moved it: the check is skipped
+        return False
 
     return in_stateless_scope() and get_stateless_scope().get_current_value(variable) is None
 
@@ -95,20 +102,23 @@ class _Source:
 
 class FactorizedTopK(keras.metrics.Metric):
     """Top-k categorical accuracy of a retrieval model over a catalog of candidates, as
-    ``tfrs.metrics.FactorizedTopK`` (score-based): query ``i`` is a hit at ``k`` when fewer
-    than ``k`` candidates score strictly above its true candidate, ``#{j : q_i . E_j > q_i . c_i}
-    < k`` (ties count as hits, as TFRS's ``tf.math.in_top_k``); the value at ``k`` is the
-    weighted share of hits. ``result()`` is ``{f"{name}/top_{k}_categorical_accuracy": ...}``,
+    ``tfrs.metrics.FactorizedTopK``. Score-based (TFRS's default): query ``i`` is a hit at ``k``
+    when fewer than ``k`` candidates score strictly above its true candidate, ``#{j : q_i . E_j >
+    q_i . c_i} < k`` (ties count as hits, as TFRS's ``tf.math.in_top_k``). Id-based (with
+    ``true_candidate_ids``): when a candidate of the true id is among the first ``k`` of the
+    candidates ordered by score, equal scores by index (TFRS's ``tf.math.top_k``). The value at
+    ``k`` is the weighted share of hits. ``result()`` is ``{f"{name}/top_{k}_categorical_accuracy": ...}``,
     TFRS's log keys. Exact at every ``k``, ``k`` past the catalog too (always a hit).
 
     Counted over chunks of ``chunk_size`` candidates: memory of one ``(batch, chunk_size)``
     block of scores, no top-k selection, static shapes (compiles under ``jit``).
 
     ``update_state`` takes TFRS's arguments, ``(query_embeddings, true_candidate_embeddings,
-    sample_weight=...)``, each ``(batch, d)``; in ``model.compile(metrics=[...])`` (or
-    ``weighted_metrics=`` for sample weights) the model's output is
-    ``keras.ops.stack([query_embeddings, true_candidate_embeddings], axis=1)``, ``(batch, 2,
-    d)``, and ``y_true`` is not read.
+    true_candidate_ids=None, sample_weight=None)``, embeddings ``(batch, d)``; in
+    ``model.compile(metrics=[...])`` (or ``weighted_metrics=`` for sample weights) the model's
+    output is ``keras.ops.stack([query_embeddings, true_candidate_embeddings], axis=1)``,
+    ``(batch, 2, d)``, and ``y_true`` holds the true candidates' ids where the metric has
+    ``candidate_ids`` (id-based), else it is not read.
 
     Args:
         candidates: the catalog's embeddings, ``(N, d)``: an array or tensor (fixed); a Keras
@@ -119,6 +129,9 @@ class FactorizedTopK(keras.metrics.Metric):
             live (the model's ``compute_loss``): see ``docs/factorized_top_k.md``.
         ks: the cut-offs, positive ints (TFRS's default ``(1, 5, 10, 50, 100)``; any others).
         name: the metric's name, the prefix of its result keys.
+        candidate_ids: the candidates' integer ids, ``(N,)`` in their order, for the id-based
+            evaluation (default: the positions ``0..N-1``, as TFRS's ``BruteForce`` index);
+            given, ``compile``'s ``y_true`` is read as the true ids.
         chunk_size: candidates scored at a time (default
             :data:`rankstream.core.backends.keras_catalog.DEFAULT_CHUNK_SIZE`).
         dtype: the dtype of the scores and of ``result()`` (float32 by default).
@@ -230,8 +243,10 @@ class FactorizedTopK(keras.metrics.Metric):
         sample_weight: Any = None,
     ) -> None:
         """Add one batch: TFRS's ``(query_embeddings, true_candidate_embeddings,
-        sample_weight=...)``, or Keras' ``(y_true, y_pred, sample_weight)`` with ``y_pred`` the
-        stacked ``(batch, 2, d)`` embeddings (``y_true`` not read). ``sample_weight``: None, a
+        true_candidate_ids=None, sample_weight=None)`` (ids: ``(batch,)`` or ``(batch, 1)``
+        integers, for the id-based evaluation), or Keras' ``(y_true, y_pred, sample_weight)``
+        with ``y_pred`` the stacked ``(batch, 2, d)`` embeddings (``y_true``: the true ids where
+        the metric has ``candidate_ids``, else not read). ``sample_weight``: None, a
         scalar, ``(batch,)`` or ``(batch, 1)``. An empty batch adds nothing; bad input raises
         naming the argument, with the state as it was."""
         if symbolic():  # Keras inferring shapes: no data, nothing to add
