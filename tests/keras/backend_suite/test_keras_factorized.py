@@ -21,6 +21,8 @@ TensorFlow), so :func:`tfrs_reference` re-implements its score-based evaluation 
 
 The reference below does exactly that, one query at a time: a full sort of the query's scores
 (a naive top-k), the row ``[positive, top max(ks)]``, the ``in_top_k`` count, a weighted mean.
+Under the TensorFlow backend, ``test_reference_is_tensorflows`` checks the reference's count
+against ``tf.math.in_top_k`` and its stable order against ``tf.math.top_k``'s indices.
 Embeddings are multiples of 1/2 with small integer numerators, so every score is exact in
 float32 and ties (at the k-th score, and with the true candidate itself) are built in.
 """
@@ -78,6 +80,26 @@ def tfrs_id_reference(q, candidates, candidate_ids, true_ids, ks, sample_weight=
             total += w[i] * bool(np.any(np.asarray(candidate_ids)[order][:k] == true_ids[i]))
         out[f"factorized_top_k/top_{k}_categorical_accuracy"] = total / w.sum() if w.sum() else 0.0
     return out
+
+
+if BACKEND == "tensorflow":  # TensorFlow is imported by this run already
+
+    def test_reference_is_tensorflows():
+        """The reference's two pieces against TensorFlow's own ops, as TFRS calls them: the
+        ``in_top_k`` count (ties in, non-finite rows out) against ``tf.math.in_top_k``, and the
+        stable order against ``tf.math.top_k``'s indices, on tie-heavy rows with NaN and infinities."""
+        import tensorflow as tf
+
+        rng = np.random.default_rng(7)
+        rows = rng.integers(-2, 3, (300, 8)).astype("float32")
+        specials = np.array([np.nan, np.inf, -np.inf], "float32")
+        rows[rng.random(rows.shape) < 0.03] = specials[rng.integers(0, 3, 1)]
+        for k in range(1, 10):
+            tf_hits = tf.math.in_top_k(targets=np.zeros(len(rows), "int32"), predictions=rows, k=k).numpy()
+            assert list(tf_hits) == [in_top_k(row, k) for row in rows]
+        finite = np.nan_to_num(rows, nan=0.0, posinf=3.0, neginf=-3.0)
+        _, tf_order = tf.math.top_k(finite, k=8)
+        assert (tf_order.numpy() == np.argsort(-finite, axis=1, kind="stable")).all()
 
 
 def quantised(rng, *shape):
