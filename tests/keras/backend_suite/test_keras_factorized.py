@@ -351,6 +351,11 @@ def test_fixed_candidates_weighted_and_batch_size_invariant():
     by_id_want = tfrs_id_reference(users, table[::-1], ids, y, ks, w)
     want.update({key.replace("factorized_top_k/", "by_id/"): v for key, v in by_id_want.items()})
     assert len(set(want.values())) > 4  # not a degenerate catalog
+    # ties decide: queries whose item ties with others at the k-th score (a hit here, a miss
+    # were ties counted against it), for some k of ks
+    scores, positive = users @ table.T, np.sum(users * table[y], axis=1)
+    above, tied = (scores > positive[:, None]).sum(1), (scores == positive[:, None]).sum(1) - 1
+    assert any(((above < k) & (above + tied >= k)).any() for k in ks)
     for batch_size in (10, 30):
         got = model.evaluate(x, y, sample_weight=w, batch_size=batch_size, verbose=0, return_dict=True)
         assert_close({k: got[k] for k in want}, want)
