@@ -243,11 +243,32 @@ class CatalogMetrics:
 
 
 def catalog_metrics(
-    metrics: Sequence[str], queries: Any, relevant: Any, items: Any = None, **options: Any
+    metrics: Sequence[str],
+    queries: Any,
+    relevant: Any,
+    items: Any = None,
+    *,
+    grades: Any = None,
+    exclude: Any = None,
+    sample_weight: Any = None,
+    score: Callable[[Any, Any], Any] | None = None,
+    num_items: int | None = None,
+    similarity: str = "dot",
+    chunk_size: int | None = None,
+    memory: int | None = None,
+    defaults: Mapping[str, Mapping[str, Any]] | None = None,
+    empty: str = "skip",
+    ties: str = "first",
+    seed: int | None = None,
+    relevance_threshold: float | str | None = "each",
+    confidence: float | None = None,
 ) -> dict[str, Any]:
-    """One batch's metrics over the catalog (a :class:`CatalogMetrics` updated once): ``options``
-    are its arguments and ``update``'s (``grades``, ``exclude``, ``sample_weight``)."""
-    per_batch = {
-        name: options.pop(name) for name in ("grades", "exclude", "sample_weight") if name in options
-    }
-    return CatalogMetrics(metrics, items, **options).update(queries, relevant, **per_batch).compute()
+    """One batch's metrics over the catalog: a :class:`CatalogMetrics` of these arguments updated
+    once with ``(queries, relevant, grades, exclude, sample_weight)`` (see its ``update``)."""
+    metric = CatalogMetrics(
+        metrics, items, score=score, num_items=num_items, similarity=similarity, chunk_size=chunk_size,
+        memory=memory, defaults=defaults, empty=empty, ties=ties, seed=seed,
+        relevance_threshold=relevance_threshold, confidence=confidence,
+    )  # fmt: skip
+    metric.update(queries, relevant, grades=grades, exclude=exclude, sample_weight=sample_weight)
+    return metric.compute()

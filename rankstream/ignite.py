@@ -25,12 +25,12 @@ _require(
 
 from rankstream.adapters import ignite_lists as _lists  # noqa: E402
 from rankstream.adapters import ignite_ranks as _ranks  # noqa: E402
+from rankstream.adapters.ignite_beyond import BeyondMetrics  # noqa: E402
 from rankstream.adapters.ignite_lists import ListMetrics  # noqa: E402
 from rankstream.adapters.ignite_metrics import KernelMetric  # noqa: E402
 from rankstream.adapters.ignite_paired import PairedComparison  # noqa: E402
 from rankstream.adapters.ignite_per_list import PerList, PerListValues  # noqa: E402
 from rankstream.adapters.ignite_ranks import RankBasedMetrics  # noqa: E402
-from rankstream.adapters.ignite_beyond import BeyondMetrics  # noqa: E402
 from rankstream.adapters.ignite_sampled import SampledRankMetrics  # noqa: E402
 from rankstream.core.ranks.families import RANK_TYPES  # noqa: E402
 

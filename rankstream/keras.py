@@ -37,6 +37,7 @@ except ImportError as _err:
 
 _require("rankstream.keras", "Keras", _keras.__version__, "3.6", "keras")
 
+from rankstream.adapters.keras_beyond import BeyondMetrics  # noqa: E402
 from rankstream.adapters.keras_factorized import FactorizedTopK  # noqa: E402
 from rankstream.adapters.keras_lifecycle import KernelMetric  # noqa: E402
 from rankstream.adapters.keras_metrics import (  # noqa: E402
@@ -56,7 +57,6 @@ from rankstream.adapters.keras_ranks import (  # noqa: E402
     InverseHarmonicMeanRank,
     RankBasedMetrics,
 )
-from rankstream.adapters.keras_beyond import BeyondMetrics  # noqa: E402
 from rankstream.adapters.keras_sampled import SampledRankMetrics  # noqa: E402
 from rankstream.core.lists.table import LIST_METRICS as _LIST_METRICS  # noqa: E402
 from rankstream.core.ranks.families import RANK_TYPES  # noqa: E402

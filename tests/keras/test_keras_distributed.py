@@ -72,7 +72,7 @@ CONFIGS = {
     "jax-2": Config("jax", 2, ("evaluate", "fit", "refusals"), baseline="jax-1", resume_from="jax-1"),
     "jax-4": Config("jax", 4, ("evaluate", "inputs", "kahan", "refusals"), baseline="jax-1"),
     "jax-4-x64": Config("jax", 4, ("evaluate",), x64=True, baseline="jax-1"),
-    "tf-2": Config("tensorflow", 2, ALL + ("refusals",), baseline="tf-1", resume_from="tf-1", alone=True),
+    "tf-2": Config("tensorflow", 2, (*ALL, "refusals"), baseline="tf-1", resume_from="tf-1", alone=True),
 }
 
 # float32 results (``result()`` is cast to the metric dtype): one float32 rounding of the
