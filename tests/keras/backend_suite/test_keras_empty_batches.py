@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import rankstream.keras as rk
+from rankstream import ItemData
 from rankstream.core import backends
 
 BACKEND = keras.backend.backend()
@@ -25,13 +26,27 @@ LIST_NAMES = [
     for name in rk.__all__
     if isinstance(getattr(rk, name), type)
     and issubclass(getattr(rk, name), rk.KernelMetric)
-    and name not in (*RANK_NAMES, "KernelMetric", "ListMetrics", "RankBasedMetrics", "PairedComparison")
+    and name
+    not in (
+        *RANK_NAMES,
+        "KernelMetric",
+        "ListMetrics",
+        "RankBasedMetrics",
+        "PairedComparison",
+        "BeyondMetrics",
+    )
 ]
 MAKE = {
     **{name: (lambda name=name: getattr(rk, name)(seed=1)) for name in LIST_NAMES},  # shuffled ties
     **{name: getattr(rk, name) for name in RANK_NAMES},
     "ListMetrics": lambda: rk.ListMetrics(["map@3", "ndcg@2", "auc"], seed=1),
     "RankBasedMetrics": lambda: rk.RankBasedMetrics(ks=[1]),
+    # the metrics of the recommended items, and nDCG beside them (the top 2 of lists of N = 5)
+    "BeyondMetrics": lambda: rk.BeyondMetrics(
+        ["ndcg@2", "coverage@2", "novelty@2", "personalization@2"],
+        items=ItemData(popularity=[5, 3, 2, 1, 0], num_users=6),
+        seed=1,
+    ),
 }
 SIZES = (0, 1, 4)
 B, N = 4, 5
@@ -54,12 +69,15 @@ def assert_same(after, before, where):
         assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), where
 
 
-def empty_inputs(rank: bool, n: int):
-    """``(y_true, y_pred, sample_weight)`` of every form of an empty batch of ``n`` items."""
+def empty_inputs(rank: bool, n: int, item_weights: bool = True):
+    """``(y_true, y_pred, sample_weight)`` of every form of an empty batch of ``n`` items (per-item
+    weights where the metric takes them: not the rank-based metrics, not ``BeyondMetrics``)."""
     labels = [np.zeros((0, n), "float32")] + ([] if rank else [np.zeros((0, n), "int32")])
     targets = ([np.zeros(0, "int32"), np.zeros((0, 1), "int32")] if rank else []) + labels
     masked = [{"labels": y, "mask": np.zeros((0, n), bool)} for y in labels]
-    weights = [None, np.zeros(0, "float32")] + ([] if rank else [np.zeros((0, n), "float32")])
+    weights = [None, np.zeros(0, "float32")] + (
+        [] if rank or not item_weights else [np.zeros((0, n), "float32")]
+    )
     for y_true, w in itertools.product(targets + masked, weights):
         yield y_true, np.zeros((0, n), "float32"), w
 
@@ -87,7 +105,7 @@ def test_every_empty_batch_is_a_no_op(name, mode):
     alone.update_state(*first)
     before = snapshot(metric)
     for n in SIZES:
-        for y_true, y_pred, w in empty_inputs(rank, n):
+        for y_true, y_pred, w in empty_inputs(rank, n, item_weights=name != "BeyondMetrics"):
             metric.update_state(y_true, y_pred, sample_weight=w)
             assert_same(snapshot(metric), before, f"{name}: empty batch of {n} items, weight {w}")
     metric.update_state(*second)
