@@ -17,8 +17,8 @@ import torch
 from ignite.engine import Engine
 
 import rankstream.adapters.torchmetrics_flat as torchmetrics_flat
+import rankstream.core.execution.blocks as base
 import rankstream.core.inputs as inputs
-import rankstream.core.lists.base as base
 import rankstream.core.lists.selection as selection
 from rankstream import MAPKernel, State, map_at_k, ndcg_at_k, r_precision
 from rankstream.core.backends import read_back
@@ -111,6 +111,7 @@ def test_a_batch_selected_in_blocks_of_rows_says_where_in_the_batch(monkeypatch)
     monkeypatch.setattr(selection, "SELECT_SHARE", 0)
     cut = selection.row_slices
     monkeypatch.setattr(selection, "row_slices", lambda b, step: cut(b, 4))
+    monkeypatch.setattr(base, "row_slices", lambda b, step: cut(b, 4))
     seen = []
     decide = base.selection_blocks
     monkeypatch.setattr(base, "selection_blocks", lambda *a, **k: seen.append(decide(*a, **k)) or seen[-1])

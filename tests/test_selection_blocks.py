@@ -1,5 +1,5 @@
 """A large selection (trec_eval's depth of 1,000, whole lists) is evaluated in blocks of rows
-where values are read back (:func:`~rankstream.core.lists.base.select_outputs`). With blocks
+where values are read back (:func:`~rankstream.core.execution.select_outputs`). With blocks
 forced small (one row, three rows), every list metric, a collection and a paired comparison
 give the values of the naive one-list-at-a-time references (tests/reference.py) and the values
 without blocks, on masked, weighted, tie-heavy data, under every convention; the budget itself
@@ -16,7 +16,7 @@ import pytest
 import torch
 from ignite.engine import Engine
 
-import rankstream.core.lists.base as base
+import rankstream.core.execution.blocks as base
 import rankstream.core.lists.selection as selection
 from rankstream import PairedComparison, State
 from rankstream.core.backends import host_batches_enabled, read_back
@@ -270,14 +270,14 @@ def shaped(b: int, n: int, dtype=np.float32) -> ListBatch:
 )
 def test_small_selections_take_one_block(b, n, k):
     ctx = make_kernel("map@1").context(np.zeros((1, 1)))
-    assert selection.selection_blocks(ctx, shaped(b, n), k) is None
+    assert base.selection_blocks(ctx, shaped(b, n), k) is None
 
 
 @pytest.mark.parametrize(("b", "n", "k"), [(256, 20_000, 1000), (256, 20_000, 5000), (1024, 20_000, 1000)])
 def test_a_deep_selection_holds_an_eighth_of_the_scores_per_block(b, n, k):
     batch = shaped(b, n)
     ctx = make_kernel("map@1").context(np.zeros((1, 1)))
-    blocks = selection.selection_blocks(ctx, batch, k)
+    blocks = base.selection_blocks(ctx, batch, k)
     assert len(blocks) > 1 and blocks[0].start == 0 and blocks[-1].stop == b
     assert all(x.stop == y.start for x, y in itertools.pairwise(blocks))
     most = max(x.stop - x.start for x in blocks)

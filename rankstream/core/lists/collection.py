@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
-from rankstream.core.lists.base import WHOLE_LIST, ListKernel, exported, quiet, select_sums
+from rankstream.core.execution import exported, read_batch, select_sums
+from rankstream.core.lists.base import WHOLE_LIST, ListKernel, quiet
 from rankstream.core.lists.table import BY_NAME, names_doc, row_of
 from rankstream.core.state import kernel_config
 from rankstream.core.uncertainty import check_level
@@ -207,7 +208,7 @@ class ListMetrics:
         first = next(iter(self._members.values()))
         out: dict[str, Array] = {}
         with quiet():
-            batch = first.read_batch(ctx, y_pred, y, mask, sample_weight)
+            batch = read_batch(ctx, first, y_pred, y, mask, sample_weight)
             every = select_sums(ctx, list(self._members.values()), batch)
             for name, sums in zip(self._members, every, strict=True):
                 out.update({f"{self._keys[name]}__{field}": value for field, value in sums.items()})

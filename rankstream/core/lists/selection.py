@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.backends import Array, Context, Ops, value_bytes
-from rankstream.core.inputs import ListBatch
+from rankstream.core.backends import Array, Context, Ops
 
 __all__ = [
     "BLOCK_TILE_SHARE",
@@ -24,7 +23,6 @@ __all__ = [
     "join_rows",
     "positions",
     "row_slices",
-    "selection_blocks",
 ]
 
 #: ``Selection.ideal(prefix=True)`` cuts the ideal ranking after its last nonzero column from
@@ -37,8 +35,8 @@ IDEAL_PREFIX_FROM = 1024
 ROW_BLOCKS_FROM = 1 << 16
 ROW_BLOCK_SHARE = 128
 ROW_BLOCK_MAX = 1 << 18
-#: a batch is selected in blocks of rows (:func:`selection_blocks`) where values are read back
-#: and its ``B x K`` selection holds at least :data:`SELECT_BLOCKS_FROM` ranked items and more
+#: a batch is selected in blocks of rows (``execution.selection_blocks``) where values are read
+#: back and its ``B x K`` selection holds at least :data:`SELECT_BLOCKS_FROM` ranked items and more
 #: than :data:`SELECT_SHARE` of the scores' bytes at its kernels' bytes per ranked item
 #: (:attr:`~rankstream.core.lists.base.ListKernel.ranked_bytes`, :data:`SELECTED_BYTES` by
 #: default: the ranking's top-(K + 1) values and indices, the gathered labels and membership,
@@ -210,24 +208,3 @@ def join_rows(ops: Ops, parts: list[Sequence[Array | None]]) -> tuple[Array | No
         None if parts[0][i] is None else ops.concat([p[i] for p in parts], axis=0)
         for i in range(len(parts[0]))
     )
-
-
-def selection_blocks(
-    ctx: Context, batch: ListBatch, k: int, per_item: int = SELECTED_BYTES
-) -> list[slice] | None:
-    """The blocks of rows a batch is selected and evaluated in, at depth ``k`` (clipped to the
-    list), where values are read back (eager: the batch size is known): None (the batch in one
-    piece) where the ``B x K`` selection is small at ``per_item`` bytes per ranked item (at
-    least :data:`SELECTED_ROW_BYTES` a row; see :data:`SELECT_SHARE`); else consecutive blocks
-    of rows whose selection holds at most :data:`SELECT_SHARE` of the scores' bytes. Reads only
-    shapes and the scores' dtype."""
-    shape = batch.scores.shape
-    b, n = int(shape[0]), int(shape[1])
-    items = b * min(k, n)
-    if items < SELECT_BLOCKS_FROM:
-        return None
-    budget = int(b * n * value_bytes(ctx.ops, batch.scores) * SELECT_SHARE)
-    per_row = max(per_item * min(k, n), SELECTED_ROW_BYTES)
-    if b * per_row <= budget:
-        return None
-    return row_slices(b, max(1, budget // per_row))
