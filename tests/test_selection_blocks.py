@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from ignite.engine import Engine
 
 import rankstream.core.execution.blocks as base
 import rankstream.core.lists.selection as selection
+import rankstream.core.sizes as sizes
 from rankstream import PairedComparison, State
 from rankstream.core.backends import host_batches_enabled, read_back
 from rankstream.core.inputs import ListBatch
@@ -58,9 +60,9 @@ def forced_blocks(rows: int) -> Iterator[list[int]]:
         return blocks
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(selection, "SELECT_BLOCKS_FROM", 0)
-        mp.setattr(selection, "SELECT_SHARE", 0)
+        mp.setattr(sizes, "SIZES", replace(sizes.SIZES, select_blocks_from=0, select_share=0))
         mp.setattr(selection, "row_slices", lambda b, step: cut(b, rows))
+        mp.setattr(base, "row_slices", lambda b, step: cut(b, rows))
         mp.setattr(base, "selection_blocks", counted)
         yield seen
 
@@ -281,7 +283,7 @@ def test_a_deep_selection_holds_an_eighth_of_the_scores_per_block(b, n, k):
     assert len(blocks) > 1 and blocks[0].start == 0 and blocks[-1].stop == b
     assert all(x.stop == y.start for x, y in itertools.pairwise(blocks))
     most = max(x.stop - x.start for x in blocks)
-    assert most * k * selection.SELECTED_BYTES <= b * n * 4 * selection.SELECT_SHARE
+    assert most * k * sizes.SIZES.selected_bytes <= b * n * 4 * sizes.SIZES.select_share
 
 
 def test_a_traced_batch_is_never_cut(monkeypatch):

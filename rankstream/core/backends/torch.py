@@ -5,7 +5,7 @@ CPU fast paths (measured): a bool compare-and-count of a large array is several 
 than float arithmetic, and fresh 80 MB temporaries pay page faults on every batch, so the
 counting passes write 0/1 floats into buffers of the instance's :class:`Workspace` and reduce
 them per row. They work through the array in tiles of rows (:func:`_tiles`:
-at most ``_TILE`` values and an eighth of the array), so a pass holds a small fraction of its
+at most ``Sizes.tile`` values and an eighth of the array), so a pass holds a small fraction of its
 input in scratch memory whatever the batch size. On accelerators the plain ops are used.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rankstream.core import sizes as _sizes
 from rankstream.core.backends import Array, Ops, Workspace, host_batches_enabled
 from rankstream.core.backends.numpy import NumpyOps
 
@@ -43,79 +44,37 @@ class _TorchMath:
         return torch.pow(a, b)
 
 
-#: below this many elements the plain ops win on CPU (fewer calls; no buffer pass to save)
-_SMALL = 1 << 16
-
-#: below this many elements the counting passes take the plain ops: a comparison into a bool
-#: tensor and its sum cost 1.3x a comparison into a float workspace tile and its sum at 32 x 100
-#: and 5x at 10 x 5,000 (one thread; a block of rows of a deep selection), so only tiny inputs
-_SMALL_COUNT = 1 << 12
-
-
 def _count_dtype(n: int) -> Any:
     # 0/1 values summed in float32 are exact while a row total stays below 2^24.
     return torch.float32 if n < (1 << 24) else torch.float64
 
 
-#: the most values one tile of a counting pass holds (8 MiB of float32). Measured on the CPU: on
-#: one thread any tile from 2^17 values on is faster than one pass over the whole array (it
-#: stays in cache); on several threads every op is a parallel region, and on a busy machine
-#: each costs a wait for its slowest thread, so few large tiles keep the time of one pass
-_TILE = 1 << 21
-
-
-#: the fewest values of a tile (1 MiB of float32): each tile costs every op of a pass once more,
-#: and on smaller tiles that overhead shows (measured: a rank update at 256 x 5,000 with a few
-#: positives per row made some 1,500 calls in tiles of a sixteenth, 1.8x its time in one pass)
-_MIN_TILE = 1 << 18
-#: the fewest values of a tile of a list metric's counts of relevant items and masked row sums
-#: (128 KiB of float32; see :func:`_list_budget`): the rank metrics' passes, bound by half the
-#: scores, keep :data:`_MIN_TILE` (their updates make more calls per tile)
-_COUNT_TILE = 1 << 15
-#: a list metric's counting passes (its counts of relevant items, masked row sums) and, in
-#: narrow lists, its masked ``topk`` go in tiles of a :data:`_LIST_SHARE`-th of the batch, at
-#: least the smaller of :data:`_LIST_TILE` values and an eighth of it (:func:`_list_budget`):
-#: at 2^21 scores and up the tile is at most a 16th of them, leaving the rest of the quarter an
-#: update may hold to the selection (in lists of 1,000-2,000 items a top-20 selection takes
-#: 0.15-0.25x of the scores). Measured on one thread: no update slower at 2,048 x 1,024,
-#: 256 x 5,000 or 1,024 x 20,000 than in tiles of an eighth (the floor keeps each tile's few
-#: calls small beside its work where the batch is small)
-_LIST_SHARE = 32
-_LIST_TILE = 1 << 17
-
-
 def _list_budget(b: int, n: int) -> int:
     """Values per tile of a list metric's counting pass over a ``(b, n)`` batch (see
-    :data:`_LIST_SHARE`)."""
-    bn = b * n
-    return min(_TILE, max(bn // _LIST_SHARE, min(_LIST_TILE, max(bn // 8, _COUNT_TILE))))
+    ``Sizes.list_share``)."""
+    bn, z = b * n, _sizes.SIZES
+    return min(z.tile, max(bn // z.list_share, min(z.list_tile, max(bn // 8, z.count_tile))))
 
 
-#: the fewest values of a tile of the tie pass (``tie_sums``): where every item of a tile ties,
-#: its tied items' indices take 16 bytes each
-_TIE_TILE = 1 << 16
-#: below this many values a masked ``topk`` masks a copy of the whole array (at most 4 MiB of
-#: float32): per tile it makes two calls, and below it their overhead shows on two threads
-#: (measured at 256 x 1,000: 1.7x one masked copy); from it on, tiles of an eighth of the batch
-#: (no slower than one masked copy), or for a top 1 or 2 (a comparison pass per tile: the
-#: per-list AUC's selection) of a :data:`_TOPK_SHARE`-th (at least :data:`_MIN_TILE` values),
-#: or in a narrow list (``256 k > n``: the selection itself holds a large share of the scores)
-#: of :func:`_list_budget`. Measured on one thread at 256 x 20,000 with ``k = 21``, tiles of a
-#: 32nd cost 3-10% more than tiles of an eighth, so wide lists keep the eighth
-_TILED_TOPK = 1 << 20
-_TOPK_SHARE = 32
+def _tiles(
+    b: int, n: int, share: int = 8, smallest: int | None = None, budget: int | None = None
+) -> list[tuple[slice, slice]]:
+    """``(rows, columns)`` slices covering a ``(b, n)`` array in row-major tiles of at most
+    ``min(Sizes.tile, b * n / share)`` values (at least ``smallest``, ``Sizes.min_tile`` by
+    default), or of ``budget`` values where given: whole rows where a row fits, else runs of one
+    row's columns."""
+    z = _sizes.SIZES
+    return _tiles_of(b, n, share, z.min_tile if smallest is None else smallest, budget, z.tile)
 
 
 @functools.lru_cache(maxsize=256)
-def _tiles(
-    b: int, n: int, share: int = 8, smallest: int = _MIN_TILE, budget: int | None = None
+def _tiles_of(
+    b: int, n: int, share: int, smallest: int, budget: int | None, tile: int
 ) -> list[tuple[slice, slice]]:
-    """``(rows, columns)`` slices covering a ``(b, n)`` array in row-major tiles of at most
-    ``min(_TILE, b * n / share)`` values (at least ``smallest``), or of ``budget`` values where
-    given: whole rows where a row fits, else runs of one row's columns. Kept per shape (an
-    update asks for the same tiles in each of its passes; callers only read the list)."""
+    """:func:`_tiles` at the sizes given. Kept per shape (an update asks for the same tiles in
+    each of its passes; callers only read the list)."""
     if budget is None:
-        budget = max(min(_TILE, (b * n) // share), smallest)
+        budget = max(min(tile, (b * n) // share), smallest)
     if n <= budget:
         step = budget // n
         return [(slice(a, min(a + step, b)), slice(0, n)) for a in range(0, b, step)]
@@ -124,29 +83,26 @@ def _tiles(
 
 def _row_step(b: int, n: int, share: int = 8) -> int:
     """Rows per tile of a pass that needs whole rows (a ``topk``): at most
-    ``min(_TILE, b * n / share)`` values, at least one row."""
-    return max(min(_TILE, (b * n) // share) // n, 1)
-
-
-#: values of a mask multiplied at once by :func:`_times_mask` (its float copy, 256 KiB of float32)
-_MASK_PIECE = 1 << 16
+    ``min(Sizes.tile, b * n / share)`` values, at least one row."""
+    return max(min(_sizes.SIZES.tile, (b * n) // share) // n, 1)
 
 
 def _times_mask(buf: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """``buf`` times the bool mask ``valid`` of its shape, in place: items where ``valid`` is
     False set to 0 (``-0.0`` for a negative value), exact for finite values (a NaN or infinity
     times 0 is NaN). The product reads the mask's bytes; torch converts them to ``buf``'s dtype
-    first, so it goes by pieces of :data:`_MASK_PIECE` values (the conversion's copy stays small
-    and in cache): at 32 x 20,000 about a quarter of the time of a ``where`` with 0."""
+    first, so it goes by pieces of ``Sizes.mask_piece`` values (the conversion's copy stays
+    small and in cache): at 32 x 20,000 about a quarter of the time of a ``where`` with 0."""
     flat, mask = buf.view(-1), valid.reshape(-1).view(torch.uint8)
-    for a in range(0, int(flat.shape[0]), _MASK_PIECE):
-        flat[a : a + _MASK_PIECE].mul_(mask[a : a + _MASK_PIECE])
+    piece = _sizes.SIZES.mask_piece
+    for a in range(0, int(flat.shape[0]), piece):
+        flat[a : a + piece].mul_(mask[a : a + piece])
     return buf
 
 
 def _tile_buffers(
     ws: Workspace, b: int, n: int, dtype: Any, share: int = 8, budget: int | None = None,
-    smallest: int = _MIN_TILE,
+    smallest: int | None = None,
 ) -> Iterator[tuple[slice, slice, torch.Tensor]]:  # fmt: skip
     """For each tile of :func:`_tiles`: its row and column slices and a workspace buffer of its
     shape in ``dtype`` (for 0/1 values, summed per row)."""
@@ -185,10 +141,6 @@ def _cpu(x: Any) -> bool:
     return isinstance(x, torch.Tensor) and x.device.type == "cpu"
 
 
-#: batches of at most this many scores are computed on numpy views of the tensors when they are
-#: on the CPU (:meth:`TorchOps.host`): measured, the list metrics' updates are faster so up to
-#: about 128k values (at 32 x 100 about 1.7x), even at 256k, slower past that (one thread)
-_HOST = 1 << 17
 #: torch dtypes with a numpy twin (a view, no copy)
 _HOST_DTYPES = frozenset(
     {torch.float16, torch.float32, torch.float64, torch.bool, torch.uint8}
@@ -215,12 +167,12 @@ class TorchOps(Ops):
 
     def host(self, arrays: tuple[Any, ...]) -> Ops:
         """Numpy views of the batch (:class:`TorchHostOps`) when every array is on the CPU and
-        the scores are at most ``_HOST`` values, outside ``torch.compile`` (and unless
+        the scores are at most ``Sizes.host`` values, outside ``torch.compile`` (and unless
         :func:`~rankstream.core.backends.host_batches` turned it off); else these ops."""
         scores = arrays[0] if arrays else None
         if (
             not isinstance(scores, torch.Tensor)
-            or scores.numel() > _HOST
+            or scores.numel() > _sizes.SIZES.host
             or not host_batches_enabled()
             or not all(_host_ready(a) for a in arrays)
             or torch.compiler.is_compiling()
@@ -334,23 +286,26 @@ class TorchOps(Ops):
             nan_rows = nan_rows & torch.gather(valid, -1, top.indices[:, :1])[:, 0]
         return top.indices, nan_rows
 
-    def masked_topk(self, x: Array, k: int, valid: Array, ws: Workspace | None = None) -> tuple[Array, Array]:
+    def masked_topk(
+        self, x: Array, k: int, valid: Array, ws: Workspace | None = None, cap: int | None = None
+    ) -> tuple[Array, Array]:
         """``topk`` of ``x`` with ``-inf`` where ``valid`` is False. On CPU, tile by tile of
         whole rows (an eighth of the batch at most, less in narrow lists; see
-        :data:`_TILED_TOPK`): each tile masked into
+        ``Sizes.tiled_topk``): each tile masked into
         a workspace buffer and ranked there, so the scratch is one tile, never a masked copy
         of ``x``; the rows' results are those of one ``topk`` of the whole masked array."""
         fill = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
         b, n = int(x.shape[0]), int(x.shape[1])
+        z = _sizes.SIZES
         if k <= 2:
-            step = max(min(_TILE, (b * n) // 8, max((b * n) // _TOPK_SHARE, _MIN_TILE)) // n, 1)
+            step = max(min(z.tile, (b * n) // 8, max((b * n) // z.topk_share, z.min_tile)) // n, 1)
         elif 256 * k > n:  # a narrow list: its selection is a large share of the scores
             step = max(_list_budget(b, n) // n, 1)
         else:
-            step = max(min(_TILE, (b * n) // 8) // n, 1)
-        small = x.numel() < _TILED_TOPK
-        if ws is not None and ws.cap is not None and x.numel() > ws.cap:  # a block of a batch
-            step, small = max(min(step, ws.cap // n), 1), False
+            step = max(min(z.tile, (b * n) // 8) // n, 1)
+        small = x.numel() < z.tiled_topk
+        if cap is not None and x.numel() > cap:  # a block of a batch (``Context.tile_cap``)
+            step, small = max(min(step, cap // n), 1), False
         if not _cpu(x) or ws is None or small or step >= b:
             return self.topk(torch.where(valid, x, fill), k)
         vals = torch.empty((b, k), dtype=x.dtype)
@@ -451,7 +406,7 @@ class TorchOps(Ops):
         On CPU tile by tile (:func:`_tiles`, an eighth of the batch at most) through the
         counting passes' workspace tile, never a masked copy of ``x``."""
         zero = torch.zeros((), dtype=x.dtype, device=x.device)
-        if not _cpu(x) or ws is None or x.numel() < _SMALL:
+        if not _cpu(x) or ws is None or x.numel() < _sizes.SIZES.small:
             return torch.where(valid, x, zero).sum(dim=1)
         b, n = int(x.shape[0]), int(x.shape[1])
         out = torch.zeros(b, dtype=x.dtype)
@@ -501,7 +456,7 @@ class TorchOps(Ops):
     ) -> tuple[Array, Array]:
         """:meth:`count_relevant` and, per row, the largest label of ALL items (masked ones
         too; NaN where a row holds one), in the labels' dtype. On CPU the row maxima are taken
-        on each tile the count reads, still in cache (tiles of :data:`_GAIN_TILE` values: the
+        on each tile the count reads, still in cache (tiles of ``Sizes.gain_tile`` values: the
         labels' tile and the count's fit in a core's cache; measured at 1,024 x 20,000 on one
         thread, the ``amax`` adds a sixth to the count there, where a second pass or tiles of
         2^18 values and more add two thirds)."""
@@ -511,13 +466,13 @@ class TorchOps(Ops):
     def count_equal(self, labels: Array, t: float, valid: Any, dtype: Any, ws: Any = None) -> Array:
         """Per row, the number of valid items with ``label == t`` (NaN is never equal), as
         :meth:`count_relevant` counts."""
-        return self._count_compared(labels, torch.eq, t, valid, dtype, ws, smallest=_MIN_TILE)
+        return self._count_compared(labels, torch.eq, t, valid, dtype, ws, smallest=_sizes.SIZES.min_tile)
 
     def _count_compared(
         self, labels: Array, cmp: Any, t: float, valid: Any, dtype: Any, ws: Any, with_max: bool = False,
-        smallest: int = _COUNT_TILE,
+        smallest: int | None = None,
     ) -> Any:  # fmt: skip
-        if labels.device.type != "cpu" or ws is None or labels.numel() < _SMALL_COUNT:
+        if labels.device.type != "cpu" or ws is None or labels.numel() < _sizes.SIZES.small_count:
             rel = cmp(labels, t)
             if valid is not None:
                 rel = rel & valid
@@ -525,7 +480,7 @@ class TorchOps(Ops):
             return (count, labels.amax(dim=-1)) if with_max else count
         b, n = labels.shape
         cd = _count_dtype(int(n))
-        budget = _GAIN_TILE if with_max else (_list_budget(b, n) if smallest == _COUNT_TILE else None)
+        budget = _sizes.SIZES.gain_tile if with_max else (_list_budget(b, n) if smallest is None else None)
         if len(_tiles(b, n, smallest=smallest, budget=budget)) == 1:  # one tile holds the batch
             buf = cmp(labels, t, out=_buffer(ws, "count", (b, n), cd))
             if valid is not None:  # 0/1 times the mask: exact
@@ -583,7 +538,7 @@ class TorchOps(Ops):
         tile: the rows (gathered when ``rows`` is given) with ``-inf`` on the excluded
         candidates, then their NaN test and each comparison as 0/1 floats summed per row: the
         scratch is two tiles, never a copy of the scores."""
-        if not _cpu(scores) or ws is None or scores.numel() < _SMALL_COUNT:  # tiny: the plain ops
+        if not _cpu(scores) or ws is None or scores.numel() < _sizes.SIZES.small_count:  # tiny: the plain ops
             if rows is not None:
                 scores = torch.index_select(scores, 0, rows)
                 keep = None if keep is None else torch.index_select(keep, 0, rows)
@@ -682,10 +637,10 @@ class TorchOps(Ops):
         temporary."""
         n = int(scores.shape[1])
         b = int(scores.shape[0]) if rows is None else int(rows.shape[0])
-        if not _cpu(scores) or ws is None or b * n < _SMALL:
+        if not _cpu(scores) or ws is None or b * n < _sizes.SIZES.small:
             tiles = [(slice(0, b), slice(0, n))]
         else:  # small tiles: a tile's tied items' indices (16 bytes each) stay small if all tie
-            tiles = _tiles(b, n, share=64, smallest=_TIE_TILE)
+            tiles = _tiles(b, n, share=64, smallest=_sizes.SIZES.tie_tile)
         count = torch.zeros(b, dtype=acc, device=scores.device)
         total = None if fn is None else torch.zeros(b, dtype=acc, device=scores.device)
 
@@ -725,7 +680,7 @@ class TorchOps(Ops):
         if not _cpu(valid) or ws is None or valid.dtype != torch.bool or valid.dim() != 2:
             return self.row_count(valid, acc, ws)
         b, n = int(valid.shape[0]), int(valid.shape[1])
-        if n % 8 or not valid.is_contiguous() or valid.numel() < _SMALL:
+        if n % 8 or not valid.is_contiguous() or valid.numel() < _sizes.SIZES.small:
             return self.row_count(valid, acc, ws)
         try:
             words = valid.view(torch.uint8).view(torch.int64)
@@ -743,7 +698,7 @@ class TorchOps(Ops):
         """Per row ``(sum g, sum g^2)`` over the valid items, ``g = 2^y' - 1`` (``exp``) or
         ``g = y'``, ``y' = y`` where ``y >= t`` and 0 below (``t`` None: ``y' = y``), in
         ``dtype``; masked items count 0 whatever they hold (NaN too). On CPU one pass tile by
-        tile (:data:`_GAIN_TILE` values, in cache) in a workspace tile of the labels' float
+        tile (``Sizes.gain_tile`` values, in cache) in a workspace tile of the labels' float
         dtype: ``y'`` in one ``threshold`` (``y > t^-``, ``t^-`` the float below ``t``), the
         masked items set to 0, the gain in place, then the row sums (pairwise, exact for whole
         gains below 2^24 per row in float32), added up across tiles in ``dtype``. float32
@@ -767,7 +722,7 @@ class TorchOps(Ops):
         self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, ws: Any, top: bool,
         positive: bool = False,
     ) -> tuple[Array, ...]:  # fmt: skip
-        if not _cpu(labels) or ws is None or labels.numel() < _SMALL:
+        if not _cpu(labels) or ws is None or labels.numel() < _sizes.SIZES.small:
             y = labels.to(dtype)
             if t is not None:
                 y = torch.where(y >= t, y, 0.0)
@@ -796,7 +751,8 @@ class TorchOps(Ops):
         masked NaN or infinity turns the sums of squares non-finite there, and the caller makes
         the pass again with the ``where``."""
         b, n = int(labels.shape[0]), int(labels.shape[1])
-        step, width = max(_GAIN_TILE // n, 1), min(n, _GAIN_TILE)
+        gain_tile = _sizes.SIZES.gain_tile
+        step, width = max(gain_tile // n, 1), min(n, gain_tile)
         # per column run and row, in the tiles' dtype (each written once by a reduction): the
         # sums, the largest y' and its count, the count of y' > 0; summed over the runs after
         runs = -(-n // width)
@@ -888,12 +844,6 @@ class TorchHostOps(NumpyOps):
 
     def generator(self, seed: Any) -> Any:
         return self.parent.generator(seed)
-
-
-#: the most values of a tile of :meth:`TorchOps.gain_sums` (512 KiB of float32): its six passes
-#: over a tile stay in cache (measured on one thread at 1,024 x 20,000: 2^17 to 2^18 values
-#: about 0.6x the time of tiles of 2^21)
-_GAIN_TILE = 1 << 17
 
 
 def _np_float(dtype: Any) -> Any:

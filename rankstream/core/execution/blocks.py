@@ -14,10 +14,9 @@ from typing import Any
 from rankstream.core.backends import Array, Context, Ops, value_bytes
 from rankstream.core.execution.reading import checked_values, select
 from rankstream.core.inputs import ListBatch
-from rankstream.core.lists import selection as selection_module
 from rankstream.core.lists.definition import ListDefinition
 from rankstream.core.lists.outputs import ListOutput, joined_outputs
-from rankstream.core.lists.selection import BLOCK_TILE_SHARE, HOST_BLOCKS, row_slices
+from rankstream.core.lists.selection import row_slices
 from rankstream.core.state import join_flat, zero_sums
 
 
@@ -104,8 +103,8 @@ def _blocks_of(
     in one piece; :func:`selection_blocks`)."""
     first = kernels[0]
     k = first.depth(ctx, batch, shared) if len(kernels) == 1 else _depth(ctx, kernels, batch, shared)
-    if ctx.read_back and int(batch.scores.shape[0]) * k >= selection_module.SELECT_BLOCKS_FROM:  # else one
-        return k, selection_blocks(ctx, batch, k, _selection_bytes(kernels, batch.valid is not None))
+    if ctx.read_back and int(batch.scores.shape[0]) * k >= ctx.sizes.select_blocks_from:  # else one
+        return k, selection_blocks(ctx, batch, k, _selection_bytes(ctx, kernels, batch.valid is not None))
     return k, None
 
 
@@ -119,13 +118,17 @@ def _outputs(
     return [kernel.outputs(sel, invalid) for kernel in kernels]
 
 
-def _selection_bytes(kernels: list[ListDefinition], masked: bool) -> int:
+def _selection_bytes(ctx: Context, kernels: list[ListDefinition], masked: bool) -> int:
     """Bytes per ranked item the kernels' selection and arrays hold together (an upper bound
-    of the measured ones; see :attr:`ListDefinition.ranked_bytes`): the largest kernel's, 4 more
-    per other kernel (each lets its arrays go before the next runs), 20 more with a mask (the
+    of the measured ones; see :attr:`ListDefinition.ranked_bytes`, what each kernel declares):
+    the largest kernel's, ``Sizes.selection_bytes_per_kernel`` more per other kernel (each lets
+    its arrays go before the next runs), ``Sizes.selection_bytes_masked`` more with a mask (the
     membership and its cast, the masked ideal ranking)."""
+    z = ctx.sizes
     most = max(kernel.ranked_bytes for kernel in kernels)
-    return most + 4 * (len(kernels) - 1) + (20 if masked else 0)
+    return (
+        most + z.selection_bytes_per_kernel * (len(kernels) - 1) + (z.selection_bytes_masked if masked else 0)
+    )
 
 
 def _by_blocks(
@@ -137,7 +140,11 @@ def _by_blocks(
     (``(B, ...)`` arrays), and the part read over the batch's lists (:meth:`ListDefinition.weighed`:
     keras-rs's list weights) follows. ``reduce`` (no kernel weighs): each block's outputs
     reduced to the state sums instead, and the blocks' sums added (:func:`select_sums`)."""
-    first, ops = kernels[0], ctx.ops
+    first, ops, z = kernels[0], ctx.ops, ctx.sizes
+    # a block's scratch tiles hold at most a share of the whole batch's values (its own
+    # thresholds would let a masked top-k copy the block whole)
+    b, n = int(batch.scores.shape[0]), int(batch.scores.shape[1])
+    ctx = replace(ctx, tile_cap=max(b * n // z.block_tile_share, 1))
     if first.conventions.ties == "random":  # one column permutation for the batch's blocks
         ctx = replace(ctx, perm=[None])
     # blocks small enough for the host ops (numpy views) take them, as a small batch does: a
@@ -146,17 +153,12 @@ def _by_blocks(
     # far inside the quarter of the scores an update may hold. A batch already cut in 8 blocks
     # or more is cut in 16 (measured: MAP@1000 at 256 x 5,000, 10 blocks on torch 1.06x 16 on
     # the host)
-    on, b = ctx, int(batch.scores.shape[0])
-    if HOST_BLOCKS // 2 <= len(blocks) < HOST_BLOCKS and b >= HOST_BLOCKS:
-        blocks = row_slices(b, -(-b // HOST_BLOCKS))
-    if HOST_BLOCKS * (blocks[0].stop - blocks[0].start) <= b:
+    on, host = ctx, z.host_blocks
+    if host // 2 <= len(blocks) < host and b >= host:
+        blocks = row_slices(b, -(-b // host))
+    if host * (blocks[0].stop - blocks[0].start) <= b:
         on, _ = ctx.on_host(*_batch_arrays(batch.rows(blocks[0])))
-    ws, cap = ctx.workspace, ctx.workspace.cap
-    ws.cap = max(int(batch.scores.shape[0]) * int(batch.scores.shape[1]) // BLOCK_TILE_SHARE, 1)
-    try:
-        outs = _blocks_joined(ctx, on, kernels, batch, blocks, reduce)
-    finally:
-        ws.cap = cap
+    outs = _blocks_joined(ctx, on, kernels, batch, blocks, reduce)
     if reduce:
         return outs if on is ctx else [_exported_sums(on.ops, sums) for sums in outs]
     if on is not ctx:  # the joined outputs back as the batch's arrays
@@ -198,21 +200,23 @@ def _blocks_joined(
 
 
 def selection_blocks(
-    ctx: Context, batch: ListBatch, k: int, per_item: int = selection_module.SELECTED_BYTES
+    ctx: Context, batch: ListBatch, k: int, per_item: int | None = None
 ) -> list[slice] | None:
     """The blocks of rows a batch is selected and evaluated in, at depth ``k`` (clipped to the
     list), where values are read back (eager: the batch size is known): None (the batch in one
-    piece) where the ``B x K`` selection is small at ``per_item`` bytes per ranked item (at
-    least ``SELECTED_ROW_BYTES`` a row; see ``SELECT_SHARE``); else consecutive blocks of rows
-    whose selection holds at most ``SELECT_SHARE`` of the scores' bytes. Reads only shapes and
-    the scores' dtype."""
+    piece) where the ``B x K`` selection is small at ``per_item`` bytes per ranked item
+    (``Sizes.selected_bytes`` by default; at least ``Sizes.selected_row_bytes`` a row; see
+    ``Sizes.select_share``); else consecutive blocks of rows whose selection holds at most
+    ``Sizes.select_share`` of the scores' bytes. Reads only shapes and the scores' dtype."""
+    z = ctx.sizes
+    per_item = z.selected_bytes if per_item is None else per_item
     shape = batch.scores.shape
     b, n = int(shape[0]), int(shape[1])
     items = b * min(k, n)
-    if items < selection_module.SELECT_BLOCKS_FROM:
+    if items < z.select_blocks_from:
         return None
-    budget = int(b * n * value_bytes(ctx.ops, batch.scores) * selection_module.SELECT_SHARE)
-    per_row = max(per_item * min(k, n), selection_module.SELECTED_ROW_BYTES)
+    budget = int(b * n * value_bytes(ctx.ops, batch.scores) * z.select_share)
+    per_row = max(per_item * min(k, n), z.selected_row_bytes)
     if b * per_row <= budget:
         return None
     return row_slices(b, max(1, budget // per_row))

@@ -64,19 +64,12 @@ __all__ = [
 #: what a list metric with ``chance=True`` reports besides its value
 CHANCE_QUANTITIES = ("expected", "adjusted", "z")
 
-#: the most values one row tile of a chance pass holds where values are read back (the
-#: gains of the labels, the ``(B, K)`` products over the ranks), and the share of the batch at most
-_TILE_VALUES = 1 << 18
-_SHARE = 32
-#: a block of nonzero items (:class:`_Gains`) holds at most this share of a row tile's values:
-#: each item takes up to five 8-byte values at once in the block's passes
-_BLOCK_SHARE = 4
-
 
 def _tile_values(sel: Selection, width: int) -> int:
-    """The most values one row tile holds (:func:`_row_tiles`): ``max(min(_TILE_VALUES,
-    B * width / _SHARE), width)``."""
-    return max(min(_TILE_VALUES, (int(sel.labels.shape[0]) * width) // _SHARE), width)
+    """The most values one row tile holds (:func:`_row_tiles`): ``max(min(chance_tile_values,
+    B * width / chance_share), width)`` (:class:`~rankstream.core.sizes.Sizes`)."""
+    z = sel.ctx.sizes
+    return max(min(z.chance_tile_values, (int(sel.labels.shape[0]) * width) // z.chance_share), width)
 
 
 def _row_tiles(sel: Selection, width: int) -> list[slice] | None:
@@ -94,8 +87,8 @@ def _row_tiles(sel: Selection, width: int) -> list[slice] | None:
 
 def _block_items(sel: Selection, width: int) -> int:
     """The most nonzero items one block of :class:`_Gains` gathers from whole row tiles: a
-    :data:`_BLOCK_SHARE` of a row tile's values (:func:`_tile_values`), at least one row."""
-    return max(_tile_values(sel, width) // _BLOCK_SHARE, width)
+    ``Sizes.chance_block_share`` of a row tile's values (:func:`_tile_values`), at least one row."""
+    return max(_tile_values(sel, width) // sel.ctx.sizes.chance_block_share, width)
 
 
 def _by_rows(
@@ -546,7 +539,7 @@ def _ideal_from_top(kernel: Any, sel: Selection, summed: tuple[Array, ...], kk: 
     if 2 * rows.size > b:
         return ops.where(closed[:, None], idcg, _ideal_dcg(kernel, sel, None))
     cuts, acc = kernel.discount_cuts(sel), sel.positions.dtype
-    step = max(_TILE_VALUES // max(sel.n, 1), 1)
+    step = max(sel.ctx.sizes.chance_tile_values // max(sel.n, 1), 1)
     parts = []
     for a in range(0, rows.size, step):
         idx = ops.asarray(rows[a : a + step].tolist(), sel.item_labels, ops.int_dtype())
@@ -555,7 +548,9 @@ def _ideal_from_top(kernel: Any, sel: Selection, summed: tuple[Array, ...], kk: 
             top = ops.cast(ops.topk(labels, sel.k)[0], acc)
             gains = kernel._gains(sel, top)
         else:
-            vals = ops.masked_topk(labels, sel.k, ops.take(sel.full_valid, idx, 0), sel.ctx.workspace)[0]
+            vals = ops.masked_topk(
+                labels, sel.k, ops.take(sel.full_valid, idx, 0), sel.ctx.workspace, cap=sel.ctx.tile_cap
+            )[0]
             ok = vals > float("-inf")
             gains = kernel._gains(sel, ops.cast(ops.where(ok, vals, 0.0), acc)) * ops.cast(ok, acc)
         parts.append(ops.matmul(gains, cuts))
