@@ -162,8 +162,13 @@ class Sizes:
     #: they are on the CPU (``TorchOps.host``): measured, the list metrics' updates are faster
     #: so up to about 128k values (at 32 x 100 about 1.7x), slower past 256k (one thread)
     host: int = 1 << 17
-    #: the tiles of the gain passes (in cache)
+    #: the most values of a tile of ``TorchOps.gain_sums`` (512 KiB of float32): its six
+    #: passes over a tile stay in cache (measured on one thread at 1,024 x 20,000: 2^17 to 2^18
+    #: values about 0.6x the time of tiles of 2^21)
     gain_tile: int = 1 << 17
+    #: the host ops take torch's scan from this many values on (numpy's along the rows runs
+    #: item by item: 10 x 1,000 float64 23 us against 7 us; 32 x 10 about equal)
+    host_cumsum_from: int = 1024
 
     # -- the numpy backend (core/backends/numpy.py) -------------------------------------------
     #: from this many values, ``NumpyOps.take_along`` reads rows of a contiguous array at flat
