@@ -42,7 +42,7 @@ import contextlib
 import contextvars
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from rankstream.core import sizes as _sizes
@@ -225,7 +225,7 @@ class Context:
         if ops is self.ops:
             return self, arrays
         held = tuple(None if a is None else ops.asarray(a) for a in arrays)
-        return replace(self, ops=ops, read_back=True), held
+        return Context(ops, True, self.generator, self.workspace, self.perm, self.sizes, self.tile_cap), held
 
 
 _READ_BACK: contextvars.ContextVar[bool] = contextvars.ContextVar("rankstream_read_back", default=True)
