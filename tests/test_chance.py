@@ -435,7 +435,7 @@ def test_every_way_to_the_sums_of_gains_equals_the_enumeration(monkeypatch, case
     """The sums of gains come from the ideal ranking the kernel took, from counts (binary
     relevance), from the nonzero gains, or from one dense pass: each path on its own, against
     the enumeration (lists of 8 items, ``k`` up to 5: the ideal is not the whole list)."""
-    from rankstream.core.lists import chance
+    from rankstream.core.lists import chance_gains as chance
 
     off = lambda *a: None  # noqa: E731
     if path != "ideal":
@@ -503,7 +503,7 @@ def test_metrics_without_moments_refuse_chance_naming_those_with_them() -> None:
 def test_the_nonzero_gains_path_still_equals_the_enumeration(monkeypatch, case):
     """With the one tiled pass of the named gains turned off, the sums come from the nonzero
     gains (the path per-item weights take): against the enumeration."""
-    from rankstream.core.lists import chance
+    from rankstream.core.lists import chance_gains as chance
 
     off = lambda *a: None  # noqa: E731
     for name in ("_from_ideal", "_one_label", "_named_gain_sums"):
@@ -592,7 +592,7 @@ def test_dcg_best_from_equal_positive_gains_or_the_topk_equals_the_ideal_dcg(mon
     per list, lists of 10,000 items through the tiled pass), and with the ``topk`` where one list
     holds two grades and another a negative label: ``chance_best_sum`` against the sum of
     each list's ideal DCG (the reference ranking the labels themselves)."""
-    from rankstream.core.lists import chance
+    from rankstream.core.lists import chance_gains as chance
 
     seen = []
     real = chance._equal_gains

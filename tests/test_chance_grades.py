@@ -126,7 +126,7 @@ def test_dcg_best_takes_a_topk_only_of_the_lists_left_open(monkeypatch, open_sha
     """No list open: no ``topk`` of the labels; a quarter: a ``topk`` of those rows, gathered;
     past half the batch: the one ``topk`` of every list. The best values equal the reference
     in each case."""
-    from rankstream.core.lists import chance
+    from rankstream.core.lists import chance_gains as chance
 
     calls = []
     real = chance._ideal_dcg
@@ -209,7 +209,7 @@ def test_per_item_weights_over_long_lists_in_several_blocks_equal_an_item_by_ite
     """keras-rs per-item weights on long graded lists: the nonzero gains are taken by blocks of
     row tiles, a block of several lists and one of a list of nonzero gains only; against the
     float64 sums item by item."""
-    from rankstream.core.lists import chance
+    from rankstream.core.lists import chance_gains as chance
 
     blocks = []  # the rows of each block
     real = chance._Gains._block

@@ -7,12 +7,15 @@ among masked items, and through an Ignite Engine against the naive references.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 from ignite.engine import Engine
 
 import rankstream.core.backends.torch as torch_backend
+import rankstream.core.sizes as sizes
 import rankstream.core.topk as topk
 import rankstream.ignite as ri
 from rankstream.core.backends import Runtime
@@ -43,10 +46,9 @@ def tiles(request, monkeypatch):
     """The boundary pass's tiles and the pieces of tied rows ordered at once: one row each, or
     as sized for the batch."""
     if request.param == "one row per tile":
-        monkeypatch.setattr(topk, "_FIRST_SHARE", 1 << 30)
+        monkeypatch.setattr(sizes, "SIZES", replace(sizes.SIZES, first_share=1 << 30))
     if request.param == "one row per piece":
-        monkeypatch.setattr(topk, "_TIE_SHARE", 1 << 30)
-        monkeypatch.setattr(topk, "_TIE_ITEMS_MIN", 1)
+        monkeypatch.setattr(sizes, "SIZES", replace(sizes.SIZES, tie_share=1 << 30, tie_items_min=1))
     return request.param
 
 

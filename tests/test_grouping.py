@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from rankstream.core.backends.grouping import held_ids, split_ids, with_closed
+from rankstream.core.backends.query_groups import held_ids, split_ids, with_closed
 from rankstream.core.grouping import (
     QUERY_MODES,
     check_query_mode,

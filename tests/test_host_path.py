@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rankstream.core.backends import host_batches, torch_ops
-from rankstream.core.backends.torch import _HOST, TorchHostOps
+from rankstream.core.backends.torch import TorchHostOps
 from rankstream.core.lists import MAPKernel, NDCGKernel
 from rankstream.core.lists.collection import ListMetrics as ListMetricsKernel
 from rankstream.core.lists.collection import make_kernel
+from rankstream.core.sizes import SIZES
 from rankstream.ignite import NDCG
 
 
@@ -105,7 +106,7 @@ def test_host_batches_are_taken_only_where_they_can_be():
     assert isinstance(ops.host((s, y, None, None)), TorchHostOps)
     assert isinstance(ops.host((s, y, s > 0, 2.0)), TorchHostOps)
     assert isinstance(ops.host((s.requires_grad_(), y, None, None)), TorchHostOps)
-    big = torch.zeros(1, _HOST + 1)
+    big = torch.zeros(1, SIZES.host + 1)
     not_host = [
         (big, big, None, None),  # large: torch's threads win
         (s.bfloat16(), y, None, None),  # no numpy dtype

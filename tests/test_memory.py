@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from _hang_guard import run
 from ignite.engine import Engine
 
 import rankstream as rs
-import rankstream.core.backends.torch as torch_backend
+import rankstream.core.sizes as sizes
 import rankstream.ignite as ri
 from benchmarks.common import peak_temp_bytes
 from rankstream import ListMetrics as ListMetricsKernel
@@ -321,7 +322,7 @@ def masked_topk_tiles(request, monkeypatch):
     """The masked top-k in row tiles (its default from 2^16 values on), or as one top-k of a
     masked copy of the whole batch (its path below that size)."""
     if request.param == "one masked copy":
-        monkeypatch.setattr(torch_backend, "_TILED_TOPK", 1 << 40)
+        monkeypatch.setattr(sizes, "SIZES", replace(sizes.SIZES, tiled_topk=1 << 40))
     return request.param
 
 

@@ -10,6 +10,7 @@ was found: a clean batch never builds the message."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,9 +18,10 @@ import torch
 from ignite.engine import Engine
 
 import rankstream.adapters.torchmetrics_flat as torchmetrics_flat
+import rankstream.core.execution.blocks as base
 import rankstream.core.inputs as inputs
-import rankstream.core.lists.base as base
 import rankstream.core.lists.selection as selection
+import rankstream.core.sizes as sizes
 from rankstream import MAPKernel, State, map_at_k, ndcg_at_k, r_precision
 from rankstream.core.backends import read_back
 from rankstream.core.ranks.kernel import RankKernel
@@ -107,10 +109,10 @@ def test_one_nan_score_unmasked():
 def test_a_batch_selected_in_blocks_of_rows_says_where_in_the_batch(monkeypatch):
     """The rows selected block by block: the count is the batch's and the row the batch's
     (not the block's): the first NaN lies in the second block of four rows."""
-    monkeypatch.setattr(selection, "SELECT_BLOCKS_FROM", 0)
-    monkeypatch.setattr(selection, "SELECT_SHARE", 0)
+    monkeypatch.setattr(sizes, "SIZES", replace(sizes.SIZES, select_blocks_from=0, select_share=0))
     cut = selection.row_slices
     monkeypatch.setattr(selection, "row_slices", lambda b, step: cut(b, 4))
+    monkeypatch.setattr(base, "row_slices", lambda b, step: cut(b, 4))
     seen = []
     decide = base.selection_blocks
     monkeypatch.setattr(base, "selection_blocks", lambda *a, **k: seen.append(decide(*a, **k)) or seen[-1])

@@ -1,5 +1,5 @@
 """A large selection (trec_eval's depth of 1,000, whole lists) is evaluated in blocks of rows
-where values are read back (:func:`~rankstream.core.lists.base.select_outputs`). With blocks
+where values are read back (:func:`~rankstream.core.execution.select_outputs`). With blocks
 forced small (one row, three rows), every list metric, a collection and a paired comparison
 give the values of the naive one-list-at-a-time references (tests/reference.py) and the values
 without blocks, on masked, weighted, tie-heavy data, under every convention; the budget itself
@@ -10,14 +10,16 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 from ignite.engine import Engine
 
-import rankstream.core.lists.base as base
+import rankstream.core.execution.blocks as base
 import rankstream.core.lists.selection as selection
+import rankstream.core.sizes as sizes
 from rankstream import PairedComparison, State
 from rankstream.core.backends import host_batches_enabled, read_back
 from rankstream.core.inputs import ListBatch
@@ -58,9 +60,9 @@ def forced_blocks(rows: int) -> Iterator[list[int]]:
         return blocks
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(selection, "SELECT_BLOCKS_FROM", 0)
-        mp.setattr(selection, "SELECT_SHARE", 0)
+        mp.setattr(sizes, "SIZES", replace(sizes.SIZES, select_blocks_from=0, select_share=0))
         mp.setattr(selection, "row_slices", lambda b, step: cut(b, rows))
+        mp.setattr(base, "row_slices", lambda b, step: cut(b, rows))
         mp.setattr(base, "selection_blocks", counted)
         yield seen
 
@@ -270,18 +272,18 @@ def shaped(b: int, n: int, dtype=np.float32) -> ListBatch:
 )
 def test_small_selections_take_one_block(b, n, k):
     ctx = make_kernel("map@1").context(np.zeros((1, 1)))
-    assert selection.selection_blocks(ctx, shaped(b, n), k) is None
+    assert base.selection_blocks(ctx, shaped(b, n), k) is None
 
 
 @pytest.mark.parametrize(("b", "n", "k"), [(256, 20_000, 1000), (256, 20_000, 5000), (1024, 20_000, 1000)])
 def test_a_deep_selection_holds_an_eighth_of_the_scores_per_block(b, n, k):
     batch = shaped(b, n)
     ctx = make_kernel("map@1").context(np.zeros((1, 1)))
-    blocks = selection.selection_blocks(ctx, batch, k)
+    blocks = base.selection_blocks(ctx, batch, k)
     assert len(blocks) > 1 and blocks[0].start == 0 and blocks[-1].stop == b
     assert all(x.stop == y.start for x, y in itertools.pairwise(blocks))
     most = max(x.stop - x.start for x in blocks)
-    assert most * k * selection.SELECTED_BYTES <= b * n * 4 * selection.SELECT_SHARE
+    assert most * k * sizes.SIZES.selected_bytes <= b * n * 4 * sizes.SIZES.select_share
 
 
 def test_a_traced_batch_is_never_cut(monkeypatch):

@@ -14,12 +14,13 @@ Each test runs on both paths of a CPU torch batch (``tests/test_host_path.py`` c
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
-import rankstream.core.lists.ndcg as ndcg_module
-import rankstream.core.lists.selection as lists_module
+import rankstream.core.sizes as sizes
 import rankstream.core.topk as ranking
 from rankstream.core.backends import Workspace, numpy_ops, torch_ops
 from rankstream.core.lists import DCGKernel, MAPKernel, NDCGKernel, PrecisionKernel
@@ -73,7 +74,7 @@ def test_stacked_ndcg_is_the_general_path(monkeypatch, top_k, threshold, gain, s
     y[3] = 0.0  # a list without relevance; the others real-valued labels (powers not exact)
     kernel = NDCGKernel(top_k, gain=gain, relevance_threshold=threshold)
     fast = _sums(kernel, s, y)
-    monkeypatch.setattr(ndcg_module, "_STACKED", -1)
+    monkeypatch.setattr(sizes, "SIZES", replace(sizes.SIZES, ndcg_stacked=-1))
     # a matrix product over (2B, K) or (B, K) may sum in another order (BLAS): float64 rounding
     _close(fast, _sums(kernel, s, y))
 
@@ -181,5 +182,5 @@ def test_ideal_prefix_is_the_whole_ideal(monkeypatch, top_k, threshold, case):
         y.zero_()
     kernel = NDCGKernel(top_k, relevance_threshold=threshold, empty="zero")
     fast = _sums(kernel, s, y, mask)
-    monkeypatch.setattr(lists_module, "IDEAL_PREFIX_FROM", 10**9)
+    monkeypatch.setattr(sizes, "SIZES", replace(sizes.SIZES, ideal_prefix_from=10**9))
     _close(fast, _sums(kernel, s, y, mask))

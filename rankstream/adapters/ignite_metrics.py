@@ -36,6 +36,7 @@ from rankstream.adapters.ignite_queries import (
     query_state,
     saved_queries,
 )
+from rankstream.core import execution
 from rankstream.core.backends import torch_ops
 from rankstream.core.grouping import group_by_query
 from rankstream.core.inputs import ARRAY_KEYS, OPTION_KEYS, as_array, unpack_output
@@ -366,7 +367,7 @@ class KernelMetric(Metric):
             }
             first = next(iter(batches.values()))["y_pred"]
             ctx = self._runtime.context(first, torch_ops())
-            flat = self._kernel.batch_sums(ctx, batches, flat=self._fields)
+            flat = execution.batch_sums(self._kernel, ctx, batches, flat=self._fields)
             return flat.to(device=self._device, dtype=self._dtype()), None
         output, indexes = (output, None) if plain else _query_ids(output)
         y_pred, y, mask, weight = (
@@ -394,7 +395,7 @@ class KernelMetric(Metric):
 
     def _lists_flat(self, y_pred: Any, y: Any, mask: Any, weight: Any) -> torch.Tensor:
         ctx = self._runtime.context(y_pred, torch_ops())
-        flat = self._kernel.batch_sums(ctx, y_pred, y, mask, weight, flat=self._fields)
+        flat = execution.batch_sums(self._kernel, ctx, y_pred, y, mask, weight, flat=self._fields)
         return flat.to(device=self._device, dtype=self._dtype())
 
     def iteration_completed(self, engine: Any) -> None:

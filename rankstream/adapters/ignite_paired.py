@@ -18,6 +18,7 @@ import torch
 from rankstream.adapters.ignite_derive import docstring
 from rankstream.adapters.ignite_lists import LIST_ARGS, PEER_DEFAULTS, empty_policy
 from rankstream.adapters.ignite_metrics import _CPU, _OUTPUT_KEYS, KernelMetric, _identity, _to_tensor
+from rankstream.core import execution
 from rankstream.core.backends import torch_ops
 from rankstream.core.inputs import unpack_output
 from rankstream.core.lists.paired import PairedComparison as PairedKernel
@@ -76,7 +77,7 @@ class PairedComparison(KernelMetric):
             y_pred = like = _to_tensor(y_pred, "y_pred")
         y, mask, weight = (_to_tensor(v, k) for k, v in zip(_OUTPUT_KEYS[1:], rest, strict=True))
         ctx = self._runtime.context(like, torch_ops())
-        flat = self._kernel.batch_sums(ctx, y_pred, y, mask, weight, flat=self._fields)
+        flat = execution.batch_sums(self._kernel, ctx, y_pred, y, mask, weight, flat=self._fields)
         return flat.to(device=self._device, dtype=self._dtype()), None
 
 

@@ -21,6 +21,7 @@ from ignite.metrics.metric import EpochWise, MetricUsage
 
 from rankstream.adapters.ignite_derive import docstring
 from rankstream.adapters.ignite_metrics import KernelMetric, _to_tensor
+from rankstream.core import execution
 from rankstream.core.backends import torch_ops
 from rankstream.core.inputs import unpack_output
 
@@ -174,10 +175,10 @@ class PerListValues:
         if self._members is not None:  # a collection: each name's values, one cut-off each
             out = {}
             for name, kernel in self._members.items():
-                values, counted, weights = kernel.per_list(y_pred, y, mask, weight, ctx=ctx)
+                values, counted, weights = execution.per_list(kernel, y_pred, y, mask, weight, ctx=ctx)
                 out[name] = PerList(values[:, 0], counted, weights)
             return out
-        got = self.metric.kernel.per_list(y_pred, y, mask, weight, ctx=ctx)
+        got = execution.per_list(self.metric.kernel, y_pred, y, mask, weight, ctx=ctx)
         if isinstance(got, Mapping):
             return {name: PerList(*v) for name, v in got.items()}
         return PerList(*got)

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from rankstream.core.backends.grouping import held_ids, split_across_processes_error, split_ids
+from rankstream.core.backends.query_groups import held_ids, split_across_processes_error, split_ids
 from rankstream.core.query_stream import Kept, QueryStream
 
 QUERY_KEYS = ("query_indexes", "query_preds", "query_target")

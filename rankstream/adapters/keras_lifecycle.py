@@ -30,6 +30,7 @@ from rankstream.adapters.keras_state import (
     total_tensors,
     write_sums,
 )
+from rankstream.core import execution
 from rankstream.core.backends.keras_grouping import batch_stats, group_query_items
 from rankstream.core.backends.keras_ops import is_tracing, keras_ops
 from rankstream.core.grouping import check_query_mode
@@ -386,14 +387,14 @@ def unconverted(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def batch_sums(kernel: Any, runtime: Any, gen: Any, y_pred: Any, *batch: Any) -> dict[str, Any] | None:
-    """``kernel.batch_sums`` of one batch (an error names the arguments as Keras users write
+    """The execution layer's ``batch_sums`` of one batch (an error names the arguments as Keras users write
     them), with the ``SeedGenerator`` ``gen`` rolled back when it raises or when the batch has
     no list (None then: nothing to add, and the random stream does not advance)."""
     seed_state = None if gen is None else K.copy(gen.state.value)
     like = next(iter(y_pred.values()))["y_pred"] if isinstance(y_pred, Mapping) else y_pred
     try:
         ctx = runtime.context(like, keras_ops(like))
-        sums = unconverted(kernel.batch_sums)(ctx, y_pred, *batch)
+        sums = unconverted(execution.batch_sums)(kernel, ctx, y_pred, *batch)
     except Exception as exc:
         if seed_state is not None:
             gen.state.assign(seed_state)

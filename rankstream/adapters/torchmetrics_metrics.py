@@ -52,6 +52,7 @@ from rankstream.adapters.ignite_derive import derived_class, parameters
 from rankstream.adapters.torchmetrics_flat import FlatQueries, checked_items, flat_queries, relevant_ranks
 from rankstream.adapters.torchmetrics_kernels import RETRIEVED, RetrievedMAPKernel, RetrievedRecallKernel
 from rankstream.adapters.torchmetrics_queries import QueryModes
+from rankstream.core import execution
 from rankstream.core.grouping import check_query_mode, group_by_query
 from rankstream.core.lists.auc import AUCKernel, GAUCKernel
 from rankstream.core.lists.base import WHOLE_LIST, ListKernel
@@ -245,7 +246,7 @@ class RetrievalListMetric(QueryModes, Metric):
             empty = positives == 0
             if self.both_classes:
                 empty = empty | (positives == mask.sum(dim=1))
-            values, _, weights = self.kernel.per_list(scores, labels, mask)
+            values, _, weights = execution.per_list(self.kernel, scores, labels, mask)
             v = values[:, 0].to(dt)
             w = weights.to(dt)
         if keep is not None:

@@ -6,7 +6,7 @@ the states each mode adds, its ``update`` and what ``compute()`` adds
 * ``"contiguous"`` (default): ``carry_indexes``, ``carry_preds``, ``carry_target`` (the open
   query's items: the query of the last update's last item) and ``closed_ids`` (the ids of
   the closed queries, in chunks each increasing:
-  :func:`~rankstream.core.backends.grouping.with_closed`), all list states with
+  :func:`~rankstream.core.backends.query_groups.with_closed`), all list states with
   ``dist_reduce_fx="cat"``. An update closes every query of the batch but its last item's,
   and the query open before unless the batch ends on it; its values are read off the batch
   shared by a ``MetricCollection`` (rows masked), the carried query's apart. An id among
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from rankstream.adapters.torchmetrics_flat import FlatQueries, flat_queries
-from rankstream.core.backends.grouping import (
+from rankstream.core.backends.query_groups import (
     distinct_ids,
     held_ids,
     returning_error,

@@ -38,7 +38,7 @@ document it as:
   grows with the items seen.
 """
 
-from rankstream.core.backends.grouping import (
+from rankstream.core.backends.query_groups import (
     QUERY_MODES,
     check_flat,
     check_query_mode,

@@ -27,7 +27,7 @@ arrays alike.
 from typing import Any, NamedTuple
 
 from rankstream.core.backends import get_ops
-from rankstream.core.backends.grouping import (
+from rankstream.core.backends.query_groups import (
     cat_ids,
     check_flat,
     check_query_mode,
@@ -44,7 +44,7 @@ class Kept(NamedTuple):
     """What a :class:`QueryStream` holds between updates: the items kept (``(indexes, preds,
     target)`` batches, in order), in ``"sorted"`` mode the largest id of a closed query, in
     ``"contiguous"`` mode the ids of the closed queries (chunks, each increasing:
-    :func:`~rankstream.core.backends.grouping.with_closed`)."""
+    :func:`~rankstream.core.backends.query_groups.with_closed`)."""
 
     items: tuple[tuple[Any, Any, Any], ...] = ()
     closed_max: int | None = None

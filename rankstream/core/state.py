@@ -361,7 +361,7 @@ class State:
         whose items come in two updates counts as two: for queries that span updates, feed a
         :class:`rankstream.core.query_stream.QueryStream` and update with the items it hands
         back (and with its pending items before ``compute``). On error nothing is added."""
-        from rankstream.core.backends.grouping import group_by_query
+        from rankstream.core.backends.query_groups import group_by_query
 
         scores, labels, mask, _ = group_by_query(indexes, preds, target)
         return self.update(scores, labels, mask)

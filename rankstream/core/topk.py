@@ -35,9 +35,8 @@ the kernel to count into the state (``compute()`` raises on them).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from rankstream.core.backends import Array, Context, Ops, Workspace, value_bytes
+from rankstream.core.backends import Array, Context, Ops, value_bytes
 
 TIE_POLICIES = ("first", "random", "expected")
 
@@ -93,9 +92,7 @@ def top_ranked(
     if ties == "expected":
         return _top_any_order(ctx, scores, k, valid, also)
     if ctx.read_back:
-        idx, has_nan, also_ok = _top_read_back(
-            ops, scores, k, valid, ties, ctx.generator, also, labels, ctx.workspace, ctx.perm
-        )
+        idx, has_nan, also_ok = _top_read_back(ctx, scores, k, valid, ties, also, labels)
         return Ranked(indices=idx, has_nan=has_nan, nan_rows=None, also_ok=also_ok)
     n = scores.shape[-1]
     perm = None
@@ -113,17 +110,9 @@ def top_ranked(
 
 
 def _top_read_back(
-    ops: Ops,
-    scores: Array,
-    k: int,
-    valid: Array | None,
-    ties: str,
-    generator: Any,
-    also: Array | None,
+    ctx: Context, scores: Array, k: int, valid: Array | None, ties: str, also: Array | None,
     labels: Array | None = None,
-    ws: Workspace | None = None,
-    held: list[Any] | None = None,
-) -> tuple[Array, bool, bool]:
+) -> tuple[Array, bool, bool]:  # fmt: skip
     """CPU / eager: ``topk`` at ``k + 1``, then re-rank only the rows showing a tie (two
     equal values among the ``k + 1`` selected): a full stable sort of those rows, after a
     random column permutation of them for ``ties="random"``. Rows without such a tie have
@@ -134,9 +123,13 @@ def _top_read_back(
     False), whatever the policy. Masked items get ``-inf`` tile by tile
     (:meth:`~rankstream.core.backends.Ops.masked_topk`): no masked copy of the scores.
     Returns ``(indices, has_nan, also_ok)``."""
+    ops = ctx.ops
     n = scores.shape[-1]
     kq = min(k + 1, n)
-    vals, idx = ops.topk(scores, kq) if valid is None else ops.masked_topk(scores, kq, valid, ws)
+    if valid is None:
+        vals, idx = ops.topk(scores, kq)
+    else:
+        vals, idx = ops.masked_topk(scores, kq, valid, ctx.workspace, cap=ctx.tile_cap)
     if kq > 1:
         clean = ops.all(vals[:, :-1] > vals[:, 1:])
         if ops.host_bools(clean if also is None else clean & also)[0]:
@@ -159,59 +152,62 @@ def _top_read_back(
     also_ok = also is not None and flags[1]
     if in_place and valid is not None:
         in_place = not flags[-3]
-    perm = None
-    if any_tie and not has_nan:
-        # drawn whenever a score tie is seen, so the random stream does not depend on labels
-        if ties == "random" and held is not None and held[0] is not None:
-            perm = held[0]  # a later block of the batch: the permutation its first tie drew
-        elif ties == "random":
-            perm = ops.randperm(n, scores, generator)
-            if held is not None:
-                held[0] = perm
+    # drawn whenever a score tie is seen, so the random stream does not depend on labels
+    perm = _tie_permutation(ctx, scores) if any_tie and not has_nan and ties == "random" else None
     if in_place and any_tie and any_rerank and not has_nan:
         # random: the order of a stable sort after the column permutation perm, i.e. tied
         # items by their place in it (perm's inverse: an argsort of n values)
         key = None
         if perm is not None:
             key = ops.stable_argsort_desc([ops.reshape(-ops.cast(perm, ops.acc_dtype(scores)), (1, -1))])[0]
-        ordered = _first_in_place(ops, scores, vals, idx, k, valid, key, ops.nonzero(rerank), ws)
+        ordered = _first_in_place(ctx, scores, vals, idx, k, valid, key, ops.nonzero(rerank))
         return ordered, has_nan, also_ok
     if any_tie and any_rerank and not has_nan:
-        rows = ops.nonzero(rerank)
-        sub = ops.take(scores, rows, axis=0)
-        sub_valid = None if valid is None else ops.take(valid, rows, axis=0)
-        if sub_valid is not None:
-            sub = ops.exclude(sub, sub_valid)
-        if perm is not None:
-            sub = ops.take(sub, perm, axis=1)
-            sub_valid = None if sub_valid is None else ops.take(sub_valid, perm, axis=1)
-        keys = [sub]
-        if sub_valid is not None:  # a valid -inf score still ranks before a masked item
-            keys.append(ops.cast(sub_valid, sub.dtype))
-        order = ops.stable_argsort_desc(keys)[:, :kq]
-        if perm is not None:
-            order = ops.cast(ops.lookup(perm, order), idx.dtype)
-        idx = ops.set_rows(idx, rows, order)
+        idx = _rerank_rows(ops, scores, idx, valid, ops.nonzero(rerank), perm, kq)
     return idx[:, :k], has_nan, also_ok
+
+
+def _tie_permutation(ctx: Context, scores: Array) -> Array:
+    """The random column permutation of ``ties="random"`` for a batch with a tie: drawn from
+    ``ctx.generator``, or, for a later block of a batch (``ctx.perm``), the one its first tie
+    drew."""
+    held = ctx.perm
+    if held is not None and held[0] is not None:
+        return held[0]
+    perm = ctx.ops.randperm(scores.shape[-1], scores, ctx.generator)
+    if held is not None:
+        held[0] = perm
+    return perm
+
+
+def _rerank_rows(
+    ops: Ops, scores: Array, idx: Array, valid: Array | None, rows: Array, perm: Array | None, kq: int
+) -> Array:
+    """``idx`` with the rows ``rows`` re-ranked by a full stable sort of their scores (after
+    the column permutation ``perm`` for ``ties="random"``), masked items last."""
+    sub = ops.take(scores, rows, axis=0)
+    sub_valid = None if valid is None else ops.take(valid, rows, axis=0)
+    if sub_valid is not None:
+        sub = ops.exclude(sub, sub_valid)
+    if perm is not None:
+        sub = ops.take(sub, perm, axis=1)
+        sub_valid = None if sub_valid is None else ops.take(sub_valid, perm, axis=1)
+    keys = [sub]
+    if sub_valid is not None:  # a valid -inf score still ranks before a masked item
+        keys.append(ops.cast(sub_valid, sub.dtype))
+    order = ops.stable_argsort_desc(keys)[:, :kq]
+    if perm is not None:
+        order = ops.cast(ops.lookup(perm, order), idx.dtype)
+    return ops.set_rows(idx, rows, order)
 
 
 #: the tie policies whose order the read-back path makes in the top-(k + 1) selection itself
 IN_PLACE = ("first", "random")
-#: the rows of one tile of the boundary pass of :func:`_first_in_place`: at most this share
-#: of the batch's values (at least one row), a few bytes per value each
-_FIRST_SHARE = 128
-#: the tied rows are ordered in pieces whose temporaries (the sort of their top-(k + 1) values
-#: and indices, the group at place k: at most :data:`_TIE_BYTES` per selected item) hold at most
-#: a :data:`_TIE_SHARE`-th of the batch's scores (``Workspace.cap`` values where the batch goes
-#: in blocks: a 16th of the batch's), at least :data:`_TIE_ITEMS_MIN` selected items a piece
-_TIE_BYTES = 48
-_TIE_SHARE = 16
-_TIE_ITEMS_MIN = 1 << 12
 
 
 def _first_in_place(
-    ops: Ops, scores: Array, vals: Array, idx: Array, k: int, valid: Array | None, key: Array | None,
-    rows: Array, ws: Workspace | None = None,
+    ctx: Context, scores: Array, vals: Array, idx: Array, k: int, valid: Array | None, key: Array | None,
+    rows: Array,
 ) -> Array:  # fmt: skip
     """The ``"first"`` order of a top-``(k + 1)`` selection taken in any order among equal
     scores (``vals``, ``idx`` ``(B, k + 1)``; no NaN, no valid ``-inf`` among masked items):
@@ -219,25 +215,36 @@ def _first_in_place(
     group of equal scores at place ``k`` goes on past the selection (``vals[:, k]`` equals
     ``vals[:, k - 1]``), its ``m`` places are the ``m`` smallest indices among the row's items
     of that score: one comparison pass over those rows, tile by tile (a
-    :data:`_FIRST_SHARE`-th of the batch at most), and a ``topk`` of ``n - index`` on the equal
+    ``Sizes.first_share``-th of the batch at most), and a ``topk`` of ``n - index`` on the equal
     items. No row is sorted whole. ``key`` ``(N,)``: each column's rank among equal scores in
     place of its index (``ties="random"``: its place in the batch's random permutation).
     ``rows``: the rows to order (those showing a tie that matters); the others keep the
     ``topk``'s order (strictly decreasing or tied among items alike). The rows go in pieces of
-    at most a :data:`_TIE_SHARE`-th of the batch's scores' bytes at :data:`_TIE_BYTES` per
-    selected item (``ws.cap`` values where this is a block of a batch), so the sort's
-    temporaries are those of a piece."""
+    at most a ``Sizes.tie_share``-th of the batch's scores' bytes at ``Sizes.tie_bytes`` per
+    selected item (at least ``Sizes.tie_items_min`` selected items a piece; ``Context.tile_cap``
+    values where this is a block of a batch: a 16th of the batch's), so the sort's temporaries
+    are those of a piece."""
+    ops, z = ctx.ops, ctx.sizes
     b, n = int(scores.shape[0]), int(scores.shape[1])
     itemsize = value_bytes(ops, scores)
-    # a block's tiles hold at most ws.cap values, a 16th of the batch's
-    budget = (b * n // _TIE_SHARE if ws is None or ws.cap is None else ws.cap) * itemsize
-    step = max(1, max(budget // _TIE_BYTES, _TIE_ITEMS_MIN) // int(vals.shape[1]))
+    budget = (b * n // z.tie_share if ctx.tile_cap is None else ctx.tile_cap) * itemsize
+    step = max(1, max(budget // z.tie_bytes, z.tie_items_min) // int(vals.shape[1]))
     outs = []
     for a in range(0, int(rows.shape[0]), step):
         t = rows[a : a + step]
         # the piece's copies passed on (not held here): let go once sorted
         outs.append(
-            _first_rows(ops, scores, ops.take(vals, t, axis=0), ops.take(idx, t, axis=0), k, valid, key, t)
+            _first_rows(
+                ops,
+                scores,
+                ops.take(vals, t, axis=0),
+                ops.take(idx, t, axis=0),
+                k,
+                valid,
+                key,
+                t,
+                z.first_share,
+            )
         )
     ordered = outs.pop() if len(outs) == 1 else ops.concat(outs, axis=0)
     del outs  # the pieces let go before the copy of the whole
@@ -246,10 +253,11 @@ def _first_in_place(
 
 def _first_rows(
     ops: Ops, scores: Array, vals: Array, idx: Array, k: int, valid: Array | None, key: Array | None,
-    rows: Array,
+    rows: Array, share: int,
 ) -> Array:  # fmt: skip
     """:func:`_first_in_place` of the selection ``vals``, ``idx`` ``(r, k + 1)`` of the rows
-    ``rows`` of ``scores``: their ``(r, k)`` indices in order."""
+    ``rows`` of ``scores``: their ``(r, k)`` indices in order (the boundary pass in tiles of a
+    ``share``-th of the batch's values, at least one row)."""
     acc = ops.acc_dtype(scores)
     order = ops.order_first(vals, idx if key is None else ops.lookup(key, idx))
     idx, vals = ops.take_along(idx, order), ops.take_along(vals, order)
@@ -268,7 +276,7 @@ def _first_rows(
     # n - index, larger for a smaller index: exact in float32 below 2^24 items (a 4-byte tile)
     key_dtype = scores.dtype if n < (1 << 24) and ops.dtype_name(scores) == "float32" else acc
     rank_key = float(n) - (ops.arange(0, n, scores, key_dtype) if key is None else ops.cast(key, key_dtype))
-    step = max(1, (b * n) // _FIRST_SHARE // n)
+    step = max(1, (b * n) // share // n)
     found = []
     for a in range(0, r, step):
         t = batch_rows[a : a + step]
@@ -298,7 +306,11 @@ def _top_any_order(ctx: Context, scores: Array, k: int, valid: Array | None, als
         return Ranked(idx, None, nan_rows, values=ops.take_along(scores, idx))
     n = scores.shape[-1]
     kq = min(k + 1, n)
-    vals, idx = ops.topk(scores, kq) if valid is None else ops.masked_topk(scores, kq, valid, ctx.workspace)
+    vals, idx = (
+        ops.topk(scores, kq)
+        if valid is None
+        else ops.masked_topk(scores, kq, valid, ctx.workspace, cap=ctx.tile_cap)
+    )
     checks = [ops.any(ops.isnan(vals[:, 0]))]
     if also is not None:
         checks.append(also)
@@ -311,7 +323,7 @@ def _top_any_order(ctx: Context, scores: Array, k: int, valid: Array | None, als
     has_nan, also_ok = flags[0], also is not None and flags[1]
     vals, idx = vals[:, :k], idx[:, :k]
     if valid is not None and flags[-1] and not has_nan:
-        idx, _, _ = _top_read_back(ops, scores, k, valid, "first", None, None, None, ctx.workspace)
+        idx, _, _ = _top_read_back(ctx, scores, k, valid, "first", None)
         return Ranked(idx, has_nan, None, also_ok, values=ops.take_along(scores, idx))
     if extends is None:  # the selection holds every item
         return Ranked(idx, has_nan, None, also_ok, values=vals)

@@ -45,6 +45,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from rankstream.core import sizes as _sizes
+from rankstream.core.sizes import Sizes
+
 Array = Any
 
 #: Every method of the protocol (the test suite checks each backend defines each one itself).
@@ -156,10 +159,6 @@ class Workspace:
 
     def __init__(self) -> None:
         self._items: dict[str, tuple[Any, Any]] = {}
-        #: while a batch is evaluated in blocks of rows, the most values a scratch tile of a
-        #: block's pass may hold (set from the whole batch: a block's own thresholds would let
-        #: it copy the block whole); None otherwise
-        self.cap: int | None = None
 
     def get(self, role: str, key: Any, make: Callable[[], Any]) -> Any:
         """The buffer kept under ``role`` when it was made for ``key``, else ``make()``."""
@@ -189,6 +188,14 @@ class Context:
     #: column permutation once the first block with a tie drew it (the later blocks take it),
     #: so the blocks order ties as the batch in one piece would; None: each selection draws
     perm: list[Any] | None = None
+    #: the sizes and memory budgets the core reads (:mod:`rankstream.core.sizes`; the
+    #: process's :data:`~rankstream.core.sizes.SIZES` when the context is made)
+    sizes: Sizes = field(default_factory=lambda: _sizes.SIZES)
+    #: while a batch is evaluated in blocks of rows, the most values a scratch tile of a
+    #: block's pass may hold (set by the executor from the whole batch: a block's own
+    #: thresholds would let it copy the block whole; handed to the backends as an argument);
+    #: None otherwise
+    tile_cap: int | None = None
 
     @classmethod
     def of(
@@ -218,7 +225,7 @@ class Context:
         if ops is self.ops:
             return self, arrays
         held = tuple(None if a is None else ops.asarray(a) for a in arrays)
-        return Context(ops, True, self.generator, self.workspace, self.perm), held
+        return Context(ops, True, self.generator, self.workspace, self.perm, self.sizes, self.tile_cap), held
 
 
 _READ_BACK: contextvars.ContextVar[bool] = contextvars.ContextVar("rankstream_read_back", default=True)

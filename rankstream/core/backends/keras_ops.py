@@ -173,7 +173,9 @@ class KerasOps(Ops):
 
         return tuple(jax.lax.optimization_barrier(tuple(top)))
 
-    def masked_topk(self, x: Array, k: int, valid: Array, ws: Workspace | None = None) -> tuple[Array, Array]:
+    def masked_topk(
+        self, x: Array, k: int, valid: Array, ws: Workspace | None = None, cap: int | None = None
+    ) -> tuple[Array, Array]:
         """``topk`` of ``x`` with ``-inf`` where ``valid`` is False."""
         return self.topk(self.k.where(valid, x, float("-inf")), k)
 

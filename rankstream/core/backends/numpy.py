@@ -6,12 +6,18 @@ from typing import Any
 
 import numpy as np
 
+from rankstream.core import sizes as _sizes
 from rankstream.core.backends import Array, Ops, Workspace
 
-#: from this many values, :meth:`NumpyOps.take_along` reads rows of a contiguous array at flat
-#: positions (measured: 10 x 1,000 of 10 x 5,000 float32 12 us against 25 us for the indexed rows;
-#: 32 x 10 of 32 x 100, 3.1 us against 2.1 us)
-_FLAT_TAKE = 1 << 11
+
+def _row_step(b: int, n: int) -> int:
+    """Rows per block of a masked pass over a ``(b, n)`` array: at most ``Sizes.numpy_tile_max``
+    values and a ``Sizes.numpy_tile_share``-th of the batch, at least ``Sizes.numpy_tile_min``
+    (and one row)."""
+    z = _sizes.SIZES
+    return max(
+        1, min(b, max(min(z.numpy_tile_max, (b * n) // z.numpy_tile_share), z.numpy_tile_min) // max(n, 1))
+    )
 
 
 class NumpyOps(Ops):
@@ -104,7 +110,9 @@ class NumpyOps(Ops):
             idx = np.take_along_axis(part, order, -1)
         return np.take_along_axis(x, idx, -1), idx
 
-    def masked_topk(self, x: Array, k: int, valid: Array, ws: Workspace | None = None) -> tuple[Array, Array]:
+    def masked_topk(
+        self, x: Array, k: int, valid: Array, ws: Workspace | None = None, cap: int | None = None
+    ) -> tuple[Array, Array]:
         """``topk`` of ``x`` with ``-inf`` where ``valid`` is False."""
         return self.topk(np.where(valid, x, -np.inf), k)
 
@@ -142,7 +150,7 @@ class NumpyOps(Ops):
 
     def take_along(self, x: Array, idx: Array) -> Array:
         if x.ndim == 2 and idx.ndim == 2:  # np.take_along_axis's own index building costs more
-            if idx.size >= _FLAT_TAKE and x.flags.c_contiguous:  # flat positions: half the time
+            if idx.size >= _sizes.SIZES.flat_take and x.flags.c_contiguous:  # flat positions: half the time
                 return np.take(x.reshape(-1), idx + np.arange(0, x.size, x.shape[1], dtype=np.int64)[:, None])
             return x[np.arange(x.shape[0])[:, None], idx]
         return np.take_along_axis(x, idx, -1)
@@ -258,7 +266,7 @@ class NumpyOps(Ops):
         stays a small fraction of a large batch. ``nan=False``: no NaN count (``None``)."""
         b = scores.shape[0] if rows is None else rows.shape[0]
         n = scores.shape[1]
-        step = max(1, min(b, max(min(1 << 20, (b * n) // 16), 1 << 12) // max(n, 1)))
+        step = _row_step(b, n)
         gt = np.zeros(b, dtype=acc) if need[0] else None
         ge = np.zeros(b, dtype=acc) if need[1] else None
         nans = np.zeros(b, dtype=acc) if nan else None
@@ -310,7 +318,7 @@ class NumpyOps(Ops):
         so the scratch is a small fraction of a large batch."""
         n = scores.shape[1]
         b = scores.shape[0] if rows is None else rows.shape[0]
-        step = max(1, min(b, max(min(1 << 20, (b * n) // 16), 1 << 12) // max(n, 1)))
+        step = _row_step(b, n)
         count = np.zeros(b, dtype=acc)
         total = None if fn is None else np.zeros(b, dtype=acc)
         for a in range(0, b, step):

@@ -5,21 +5,32 @@ CPU fast paths (measured): a bool compare-and-count of a large array is several 
 than float arithmetic, and fresh 80 MB temporaries pay page faults on every batch, so the
 counting passes write 0/1 floats into buffers of the instance's :class:`Workspace` and reduce
 them per row. They work through the array in tiles of rows (:func:`_tiles`:
-at most ``_TILE`` values and an eighth of the array), so a pass holds a small fraction of its
+at most ``Sizes.tile`` values and an eighth of the array), so a pass holds a small fraction of its
 input in scratch memory whatever the batch size. On accelerators the plain ops are used.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
+from rankstream.core import sizes as _sizes
 from rankstream.core.backends import Array, Ops, Workspace, host_batches_enabled
-from rankstream.core.backends.numpy import NumpyOps
+from rankstream.core.backends.torch_host import TorchHostOps
+from rankstream.core.backends.torch_tiles import (
+    _bound,
+    _buffer,
+    _count_dtype,
+    _cpu,
+    _list_budget,
+    _tile_buffers,
+    _tiles,
+    _times_mask,
+    gain_stats,
+    tiled_rank_counts,
+)
 
 _NUMPY_TO_TORCH = {np.float64: torch.float64, np.float32: torch.float32, np.int64: torch.int64}
 
@@ -43,152 +54,6 @@ class _TorchMath:
         return torch.pow(a, b)
 
 
-#: below this many elements the plain ops win on CPU (fewer calls; no buffer pass to save)
-_SMALL = 1 << 16
-
-#: below this many elements the counting passes take the plain ops: a comparison into a bool
-#: tensor and its sum cost 1.3x a comparison into a float workspace tile and its sum at 32 x 100
-#: and 5x at 10 x 5,000 (one thread; a block of rows of a deep selection), so only tiny inputs
-_SMALL_COUNT = 1 << 12
-
-
-def _count_dtype(n: int) -> Any:
-    # 0/1 values summed in float32 are exact while a row total stays below 2^24.
-    return torch.float32 if n < (1 << 24) else torch.float64
-
-
-#: the most values one tile of a counting pass holds (8 MiB of float32). Measured on the CPU: on
-#: one thread any tile from 2^17 values on is faster than one pass over the whole array (it
-#: stays in cache); on several threads every op is a parallel region, and on a busy machine
-#: each costs a wait for its slowest thread, so few large tiles keep the time of one pass
-_TILE = 1 << 21
-
-
-#: the fewest values of a tile (1 MiB of float32): each tile costs every op of a pass once more,
-#: and on smaller tiles that overhead shows (measured: a rank update at 256 x 5,000 with a few
-#: positives per row made some 1,500 calls in tiles of a sixteenth, 1.8x its time in one pass)
-_MIN_TILE = 1 << 18
-#: the fewest values of a tile of a list metric's counts of relevant items and masked row sums
-#: (128 KiB of float32; see :func:`_list_budget`): the rank metrics' passes, bound by half the
-#: scores, keep :data:`_MIN_TILE` (their updates make more calls per tile)
-_COUNT_TILE = 1 << 15
-#: a list metric's counting passes (its counts of relevant items, masked row sums) and, in
-#: narrow lists, its masked ``topk`` go in tiles of a :data:`_LIST_SHARE`-th of the batch, at
-#: least the smaller of :data:`_LIST_TILE` values and an eighth of it (:func:`_list_budget`):
-#: at 2^21 scores and up the tile is at most a 16th of them, leaving the rest of the quarter an
-#: update may hold to the selection (in lists of 1,000-2,000 items a top-20 selection takes
-#: 0.15-0.25x of the scores). Measured on one thread: no update slower at 2,048 x 1,024,
-#: 256 x 5,000 or 1,024 x 20,000 than in tiles of an eighth (the floor keeps each tile's few
-#: calls small beside its work where the batch is small)
-_LIST_SHARE = 32
-_LIST_TILE = 1 << 17
-
-
-def _list_budget(b: int, n: int) -> int:
-    """Values per tile of a list metric's counting pass over a ``(b, n)`` batch (see
-    :data:`_LIST_SHARE`)."""
-    bn = b * n
-    return min(_TILE, max(bn // _LIST_SHARE, min(_LIST_TILE, max(bn // 8, _COUNT_TILE))))
-
-
-#: the fewest values of a tile of the tie pass (``tie_sums``): where every item of a tile ties,
-#: its tied items' indices take 16 bytes each
-_TIE_TILE = 1 << 16
-#: below this many values a masked ``topk`` masks a copy of the whole array (at most 4 MiB of
-#: float32): per tile it makes two calls, and below it their overhead shows on two threads
-#: (measured at 256 x 1,000: 1.7x one masked copy); from it on, tiles of an eighth of the batch
-#: (no slower than one masked copy), or for a top 1 or 2 (a comparison pass per tile: the
-#: per-list AUC's selection) of a :data:`_TOPK_SHARE`-th (at least :data:`_MIN_TILE` values),
-#: or in a narrow list (``256 k > n``: the selection itself holds a large share of the scores)
-#: of :func:`_list_budget`. Measured on one thread at 256 x 20,000 with ``k = 21``, tiles of a
-#: 32nd cost 3-10% more than tiles of an eighth, so wide lists keep the eighth
-_TILED_TOPK = 1 << 20
-_TOPK_SHARE = 32
-
-
-@functools.lru_cache(maxsize=256)
-def _tiles(
-    b: int, n: int, share: int = 8, smallest: int = _MIN_TILE, budget: int | None = None
-) -> list[tuple[slice, slice]]:
-    """``(rows, columns)`` slices covering a ``(b, n)`` array in row-major tiles of at most
-    ``min(_TILE, b * n / share)`` values (at least ``smallest``), or of ``budget`` values where
-    given: whole rows where a row fits, else runs of one row's columns. Kept per shape (an
-    update asks for the same tiles in each of its passes; callers only read the list)."""
-    if budget is None:
-        budget = max(min(_TILE, (b * n) // share), smallest)
-    if n <= budget:
-        step = budget // n
-        return [(slice(a, min(a + step, b)), slice(0, n)) for a in range(0, b, step)]
-    return [(slice(a, a + 1), slice(c, min(c + budget, n))) for a in range(b) for c in range(0, n, budget)]
-
-
-def _row_step(b: int, n: int, share: int = 8) -> int:
-    """Rows per tile of a pass that needs whole rows (a ``topk``): at most
-    ``min(_TILE, b * n / share)`` values, at least one row."""
-    return max(min(_TILE, (b * n) // share) // n, 1)
-
-
-#: values of a mask multiplied at once by :func:`_times_mask` (its float copy, 256 KiB of float32)
-_MASK_PIECE = 1 << 16
-
-
-def _times_mask(buf: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """``buf`` times the bool mask ``valid`` of its shape, in place: items where ``valid`` is
-    False set to 0 (``-0.0`` for a negative value), exact for finite values (a NaN or infinity
-    times 0 is NaN). The product reads the mask's bytes; torch converts them to ``buf``'s dtype
-    first, so it goes by pieces of :data:`_MASK_PIECE` values (the conversion's copy stays small
-    and in cache): at 32 x 20,000 about a quarter of the time of a ``where`` with 0."""
-    flat, mask = buf.view(-1), valid.reshape(-1).view(torch.uint8)
-    for a in range(0, int(flat.shape[0]), _MASK_PIECE):
-        flat[a : a + _MASK_PIECE].mul_(mask[a : a + _MASK_PIECE])
-    return buf
-
-
-def _tile_buffers(
-    ws: Workspace, b: int, n: int, dtype: Any, share: int = 8, budget: int | None = None,
-    smallest: int = _MIN_TILE,
-) -> Iterator[tuple[slice, slice, torch.Tensor]]:  # fmt: skip
-    """For each tile of :func:`_tiles`: its row and column slices and a workspace buffer of its
-    shape in ``dtype`` (for 0/1 values, summed per row)."""
-    tiles = _tiles(b, n, share, smallest, budget)
-    first = (tiles[0][0].stop - tiles[0][0].start) * (tiles[0][1].stop - tiles[0][1].start)
-    flat = _buffer(ws, "count", (first,), dtype)  # the first tile is the largest: views of one buffer
-    for r, c in tiles:
-        h, w = r.stop - r.start, c.stop - c.start
-        yield r, c, flat[: h * w].view(h, w)
-
-
-def _buffer(ws: Workspace, role: str, shape: tuple[int, ...], dtype: Any) -> torch.Tensor:
-    """A CPU buffer of the workspace, one per role and dtype: it grows to the largest size asked
-    for, smaller requests get a view of its start. Passes that never overlap share the role
-    ``"count"`` (one tile of scratch for all of them)."""
-    size = int(np.prod(shape, dtype=np.int64))
-    role = f"{role}:{dtype}"
-    held = ws.get(role, dtype, lambda: torch.empty(size, dtype=dtype))
-    if held.numel() < size:  # the smaller one let go first: never both held
-        del held
-        ws.put(role, dtype, None)
-        held = ws.put(role, dtype, torch.empty(size, dtype=dtype))
-    return held[:size].view(shape)
-
-
-def _bound(a: Any, b: Any, side: str) -> Array:
-    """``minimum`` (``side="max"``: clamp from above) or ``maximum`` of tensors or numbers."""
-    if not isinstance(b, torch.Tensor):
-        return torch.clamp(a, **{side: b})
-    if not isinstance(a, torch.Tensor):
-        return torch.clamp(b, **{side: a})
-    return (torch.minimum if side == "max" else torch.maximum)(a, b)
-
-
-def _cpu(x: Any) -> bool:
-    return isinstance(x, torch.Tensor) and x.device.type == "cpu"
-
-
-#: batches of at most this many scores are computed on numpy views of the tensors when they are
-#: on the CPU (:meth:`TorchOps.host`): measured, the list metrics' updates are faster so up to
-#: about 128k values (at 32 x 100 about 1.7x), even at 256k, slower past that (one thread)
-_HOST = 1 << 17
 #: torch dtypes with a numpy twin (a view, no copy)
 _HOST_DTYPES = frozenset(
     {torch.float16, torch.float32, torch.float64, torch.bool, torch.uint8}
@@ -215,12 +80,12 @@ class TorchOps(Ops):
 
     def host(self, arrays: tuple[Any, ...]) -> Ops:
         """Numpy views of the batch (:class:`TorchHostOps`) when every array is on the CPU and
-        the scores are at most ``_HOST`` values, outside ``torch.compile`` (and unless
+        the scores are at most ``Sizes.host`` values, outside ``torch.compile`` (and unless
         :func:`~rankstream.core.backends.host_batches` turned it off); else these ops."""
         scores = arrays[0] if arrays else None
         if (
             not isinstance(scores, torch.Tensor)
-            or scores.numel() > _HOST
+            or scores.numel() > _sizes.SIZES.host
             or not host_batches_enabled()
             or not all(_host_ready(a) for a in arrays)
             or torch.compiler.is_compiling()
@@ -334,23 +199,26 @@ class TorchOps(Ops):
             nan_rows = nan_rows & torch.gather(valid, -1, top.indices[:, :1])[:, 0]
         return top.indices, nan_rows
 
-    def masked_topk(self, x: Array, k: int, valid: Array, ws: Workspace | None = None) -> tuple[Array, Array]:
+    def masked_topk(
+        self, x: Array, k: int, valid: Array, ws: Workspace | None = None, cap: int | None = None
+    ) -> tuple[Array, Array]:
         """``topk`` of ``x`` with ``-inf`` where ``valid`` is False. On CPU, tile by tile of
         whole rows (an eighth of the batch at most, less in narrow lists; see
-        :data:`_TILED_TOPK`): each tile masked into
+        ``Sizes.tiled_topk``): each tile masked into
         a workspace buffer and ranked there, so the scratch is one tile, never a masked copy
         of ``x``; the rows' results are those of one ``topk`` of the whole masked array."""
         fill = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
         b, n = int(x.shape[0]), int(x.shape[1])
+        z = _sizes.SIZES
         if k <= 2:
-            step = max(min(_TILE, (b * n) // 8, max((b * n) // _TOPK_SHARE, _MIN_TILE)) // n, 1)
+            step = max(min(z.tile, (b * n) // 8, max((b * n) // z.topk_share, z.min_tile)) // n, 1)
         elif 256 * k > n:  # a narrow list: its selection is a large share of the scores
             step = max(_list_budget(b, n) // n, 1)
         else:
-            step = max(min(_TILE, (b * n) // 8) // n, 1)
-        small = x.numel() < _TILED_TOPK
-        if ws is not None and ws.cap is not None and x.numel() > ws.cap:  # a block of a batch
-            step, small = max(min(step, ws.cap // n), 1), False
+            step = max(min(z.tile, (b * n) // 8) // n, 1)
+        small = x.numel() < z.tiled_topk
+        if cap is not None and x.numel() > cap:  # a block of a batch (``Context.tile_cap``)
+            step, small = max(min(step, cap // n), 1), False
         if not _cpu(x) or ws is None or small or step >= b:
             return self.topk(torch.where(valid, x, fill), k)
         vals = torch.empty((b, k), dtype=x.dtype)
@@ -451,7 +319,7 @@ class TorchOps(Ops):
         On CPU tile by tile (:func:`_tiles`, an eighth of the batch at most) through the
         counting passes' workspace tile, never a masked copy of ``x``."""
         zero = torch.zeros((), dtype=x.dtype, device=x.device)
-        if not _cpu(x) or ws is None or x.numel() < _SMALL:
+        if not _cpu(x) or ws is None or x.numel() < _sizes.SIZES.small:
             return torch.where(valid, x, zero).sum(dim=1)
         b, n = int(x.shape[0]), int(x.shape[1])
         out = torch.zeros(b, dtype=x.dtype)
@@ -501,7 +369,7 @@ class TorchOps(Ops):
     ) -> tuple[Array, Array]:
         """:meth:`count_relevant` and, per row, the largest label of ALL items (masked ones
         too; NaN where a row holds one), in the labels' dtype. On CPU the row maxima are taken
-        on each tile the count reads, still in cache (tiles of :data:`_GAIN_TILE` values: the
+        on each tile the count reads, still in cache (tiles of ``Sizes.gain_tile`` values: the
         labels' tile and the count's fit in a core's cache; measured at 1,024 x 20,000 on one
         thread, the ``amax`` adds a sixth to the count there, where a second pass or tiles of
         2^18 values and more add two thirds)."""
@@ -511,13 +379,13 @@ class TorchOps(Ops):
     def count_equal(self, labels: Array, t: float, valid: Any, dtype: Any, ws: Any = None) -> Array:
         """Per row, the number of valid items with ``label == t`` (NaN is never equal), as
         :meth:`count_relevant` counts."""
-        return self._count_compared(labels, torch.eq, t, valid, dtype, ws, smallest=_MIN_TILE)
+        return self._count_compared(labels, torch.eq, t, valid, dtype, ws, smallest=_sizes.SIZES.min_tile)
 
     def _count_compared(
         self, labels: Array, cmp: Any, t: float, valid: Any, dtype: Any, ws: Any, with_max: bool = False,
-        smallest: int = _COUNT_TILE,
+        smallest: int | None = None,
     ) -> Any:  # fmt: skip
-        if labels.device.type != "cpu" or ws is None or labels.numel() < _SMALL_COUNT:
+        if labels.device.type != "cpu" or ws is None or labels.numel() < _sizes.SIZES.small_count:
             rel = cmp(labels, t)
             if valid is not None:
                 rel = rel & valid
@@ -525,7 +393,7 @@ class TorchOps(Ops):
             return (count, labels.amax(dim=-1)) if with_max else count
         b, n = labels.shape
         cd = _count_dtype(int(n))
-        budget = _GAIN_TILE if with_max else (_list_budget(b, n) if smallest == _COUNT_TILE else None)
+        budget = _sizes.SIZES.gain_tile if with_max else (_list_budget(b, n) if smallest is None else None)
         if len(_tiles(b, n, smallest=smallest, budget=budget)) == 1:  # one tile holds the batch
             buf = cmp(labels, t, out=_buffer(ws, "count", (b, n), cd))
             if valid is not None:  # 0/1 times the mask: exact
@@ -583,7 +451,7 @@ class TorchOps(Ops):
         tile: the rows (gathered when ``rows`` is given) with ``-inf`` on the excluded
         candidates, then their NaN test and each comparison as 0/1 floats summed per row: the
         scratch is two tiles, never a copy of the scores."""
-        if not _cpu(scores) or ws is None or scores.numel() < _SMALL_COUNT:  # tiny: the plain ops
+        if not _cpu(scores) or ws is None or scores.numel() < _sizes.SIZES.small_count:  # tiny: the plain ops
             if rows is not None:
                 scores = torch.index_select(scores, 0, rows)
                 keep = None if keep is None else torch.index_select(keep, 0, rows)
@@ -594,58 +462,7 @@ class TorchOps(Ops):
             gt = (s > tc).sum(dim=1).to(acc) if need[0] else None
             ge = (s >= tc).sum(dim=1).to(acc) if need[1] else None
             return gt, ge, torch.isnan(s).sum(dim=1).to(acc) if nan else None
-        n = int(scores.shape[1])
-        b = int(scores.shape[0]) if rows is None else int(rows.shape[0])
-        cd = _count_dtype(n)
-        if keep is None and drop is None and len(_tiles(b, n, 16)) == 1:
-            # one tile holds the batch: its comparisons straight into one buffer (no per-tile
-            # slicing and accumulation: a few calls fewer for each of a rank update's passes)
-            buf = _buffer(ws, "count", (b, n), cd)
-            if rows is not None:  # (t is given for these rows already)
-                held = _buffer(ws, "tile_scores", (b, n), scores.dtype)
-                scores = torch.index_select(scores, 0, rows, out=held)
-            out = []
-            for flag, cmp in ((nan, torch.ne), *zip(need, (torch.gt, torch.ge), strict=True)):
-                if not flag:
-                    out.append(None)
-                    continue
-                cmp(scores, scores if cmp is torch.ne else t[:, None], out=buf)
-                out.append(buf.sum(dim=1).to(acc))
-            return out[1], out[2], out[0]
-        fill = torch.full((), float("-inf"), dtype=scores.dtype)
-        nans = torch.zeros(b, dtype=cd) if nan else None
-        counts = [torch.zeros(b, dtype=cd) if flag else None for flag in need]
-        cmps = (torch.gt, torch.ge)
-        # two tiles (the scores' and the 0/1 counts'), each a sixteenth of the batch at most
-        for r, c, buf in _tile_buffers(ws, b, n, cd, share=16):
-            held = None
-            if rows is not None or keep is not None or drop is not None:
-                held = _buffer(ws, "tile_scores", tuple(buf.shape), scores.dtype)
-            if rows is None:
-                s = scores[r, c]
-                k = None if keep is None else keep[r, c]
-                d = None if drop is None else drop[r, c]
-            else:
-                idx = rows[r]
-                s = torch.index_select(scores[:, c], 0, idx, out=held)
-                k = None if keep is None else torch.index_select(keep[:, c], 0, idx)
-                d = None if drop is None else torch.index_select(drop[:, c], 0, idx)
-            if k is not None:
-                s = torch.where(k, s, fill, out=held)
-            if d is not None:
-                s = torch.where(d, fill, s, out=held)
-            if nans is not None:
-                torch.ne(s, s, out=buf)  # NaN
-                nans[r] += buf.sum(dim=1)
-            for j in (0, 1):
-                if need[j]:
-                    cmps[j](s, t[r, None], out=buf)
-                    counts[j][r] += buf.sum(dim=1)
-        return (
-            None if counts[0] is None else counts[0].to(acc),
-            None if counts[1] is None else counts[1].to(acc),
-            None if nans is None else nans.to(acc),
-        )
+        return tiled_rank_counts(scores, t, acc, need, keep, drop, rows, ws, nan)
 
     def exclude(
         self, scores: Array, keep: Array | None, drop: Array | None = None, ws: Workspace | None = None
@@ -682,10 +499,10 @@ class TorchOps(Ops):
         temporary."""
         n = int(scores.shape[1])
         b = int(scores.shape[0]) if rows is None else int(rows.shape[0])
-        if not _cpu(scores) or ws is None or b * n < _SMALL:
+        if not _cpu(scores) or ws is None or b * n < _sizes.SIZES.small:
             tiles = [(slice(0, b), slice(0, n))]
         else:  # small tiles: a tile's tied items' indices (16 bytes each) stay small if all tie
-            tiles = _tiles(b, n, share=64, smallest=_TIE_TILE)
+            tiles = _tiles(b, n, share=64, smallest=_sizes.SIZES.tie_tile)
         count = torch.zeros(b, dtype=acc, device=scores.device)
         total = None if fn is None else torch.zeros(b, dtype=acc, device=scores.device)
 
@@ -725,7 +542,7 @@ class TorchOps(Ops):
         if not _cpu(valid) or ws is None or valid.dtype != torch.bool or valid.dim() != 2:
             return self.row_count(valid, acc, ws)
         b, n = int(valid.shape[0]), int(valid.shape[1])
-        if n % 8 or not valid.is_contiguous() or valid.numel() < _SMALL:
+        if n % 8 or not valid.is_contiguous() or valid.numel() < _sizes.SIZES.small:
             return self.row_count(valid, acc, ws)
         try:
             words = valid.view(torch.uint8).view(torch.int64)
@@ -743,13 +560,13 @@ class TorchOps(Ops):
         """Per row ``(sum g, sum g^2)`` over the valid items, ``g = 2^y' - 1`` (``exp``) or
         ``g = y'``, ``y' = y`` where ``y >= t`` and 0 below (``t`` None: ``y' = y``), in
         ``dtype``; masked items count 0 whatever they hold (NaN too). On CPU one pass tile by
-        tile (:data:`_GAIN_TILE` values, in cache) in a workspace tile of the labels' float
+        tile (``Sizes.gain_tile`` values, in cache) in a workspace tile of the labels' float
         dtype: ``y'`` in one ``threshold`` (``y > t^-``, ``t^-`` the float below ``t``), the
         masked items set to 0, the gain in place, then the row sums (pairwise, exact for whole
         gains below 2^24 per row in float32), added up across tiles in ``dtype``. float32
         labels whose gains overflow float32 (``2^y`` from ``y = 128``) are summed again in
         ``dtype``."""
-        s1, s2, _, _ = self._gain_stats(labels, exp, t, valid, dtype, ws, False)
+        s1, s2, _, _ = gain_stats(labels, exp, t, valid, dtype, ws, False)
         return s1, s2
 
     def gain_top(
@@ -761,141 +578,7 @@ class TorchOps(Ops):
         ``positive`` also the number of items with ``y' > 0`` (the count of relevant items
         for ``t`` None or ``t > 0``). In the same pass: three more operations on each tile (a
         row ``amax``, an ``eq`` against it, a row sum) before the gain, two for ``positive``."""
-        return self._gain_stats(labels, exp, t, valid, dtype, ws, True, positive)
-
-    def _gain_stats(
-        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, ws: Any, top: bool,
-        positive: bool = False,
-    ) -> tuple[Array, ...]:  # fmt: skip
-        if not _cpu(labels) or ws is None or labels.numel() < _SMALL:
-            y = labels.to(dtype)
-            if t is not None:
-                y = torch.where(y >= t, y, 0.0)
-            if valid is not None:
-                y = torch.where(valid, y, 0.0)
-            g = torch.exp2(y) - 1.0 if exp else y
-            out = [g.sum(dim=1), (g * g).sum(dim=1), None, None]
-            if top:
-                out[2] = y.amax(dim=1)
-                out[3] = (y == out[2][:, None]).sum(dim=1).to(dtype)
-            return (*out, (y > 0).sum(dim=1).to(dtype)) if positive else tuple(out)
-        work = labels.dtype if labels.dtype in (torch.float32, torch.float64) else dtype
-        out = self._tiled_gain_sums(labels, exp, t, valid, dtype, work, ws, top, positive, valid is not None)
-        if valid is not None and not bool(torch.isfinite(out[1]).all()):  # a masked NaN or inf
-            out = self._tiled_gain_sums(labels, exp, t, valid, dtype, work, ws, top, positive)
-        if work != dtype and not bool(torch.isfinite(out[1]).all()):
-            out = self._tiled_gain_sums(labels, exp, t, valid, dtype, dtype, ws, top, positive)
-        return out
-
-    def _tiled_gain_sums(
-        self, labels: Array, exp: bool, t: float | None, valid: Any, dtype: Any, work: Any, ws: Workspace,
-        top: bool = False, positive: bool = False, product: bool = False,
-    ) -> tuple[Array, ...]:  # fmt: skip
-        """The pass of :meth:`gain_top`. With ``product`` the masked items are zeroed by a
-        product with the mask (:func:`_times_mask`), exact where they hold finite labels; a
-        masked NaN or infinity turns the sums of squares non-finite there, and the caller makes
-        the pass again with the ``where``."""
-        b, n = int(labels.shape[0]), int(labels.shape[1])
-        step, width = max(_GAIN_TILE // n, 1), min(n, _GAIN_TILE)
-        # per column run and row, in the tiles' dtype (each written once by a reduction): the
-        # sums, the largest y' and its count, the count of y' > 0; summed over the runs after
-        runs = -(-n // width)
-        acc = torch.empty((5, runs, b), dtype=work)
-        s1w, s2w, mw, cw, pw = acc
-        gain = _buffer(ws, "count", (step, width), work)  # one tile, viewed per tile
-        hit = _buffer(ws, "gain", (step, width), work) if top or positive else None
-        same = labels.dtype == work
-        below = None if t is None else float(np.nextafter(_np_float(work)(t), _np_float(work)(-np.inf)))
-        zero = torch.zeros((), dtype=work)
-        for a in range(0, b, step):
-            r = slice(a, min(a + step, b))
-            for q, j in enumerate(range(0, n, width)):
-                c = slice(j, min(j + width, n))
-                h, w = r.stop - r.start, c.stop - c.start
-                g, y = gain[:h, :w], labels[r, c]
-                src = y if same else g.copy_(y)
-                if below is not None:  # y' = y where y > the float below t (y >= t), else 0
-                    torch.threshold(src, below, 0.0, out=g)
-                    src = g
-                if valid is not None and product:  # x * 1 = x, x * 0 = 0 (+-0) for finite x
-                    if src is not g:
-                        g.copy_(src)
-                    src = _times_mask(g, valid[r, c])
-                elif valid is not None:
-                    torch.where(valid[r, c], src, zero, out=g)
-                    src = g
-                if top:
-                    torch.amax(src, dim=1, out=mw[q, r])
-                    torch.sum(torch.eq(src, mw[q, r, None], out=hit[:h, :w]), dim=1, out=cw[q, r])
-                if positive:
-                    torch.sum(torch.gt(src, 0.0, out=hit[:h, :w]), dim=1, out=pw[q, r])
-                if exp:
-                    torch.exp2(src, out=g)
-                    g.sub_(1.0)
-                    src = g
-                torch.sum(src, dim=1, out=s1w[q, r])
-                torch.mul(src, src, out=g)
-                torch.sum(g, dim=1, out=s2w[q, r])
-        s1, s2 = s1w.sum(dim=0, dtype=dtype), s2w.sum(dim=0, dtype=dtype)
-        if not top:
-            return s1, s2, None, None
-        most = mw.amax(dim=0)
-        count = (cw * (mw == most)).sum(dim=0, dtype=dtype)
-        out = (s1, s2, most.to(dtype), count)
-        return (*out, pw.sum(dim=0, dtype=dtype)) if positive else out
+        return gain_stats(labels, exp, t, valid, dtype, ws, True, positive)
 
 
-class TorchHostOps(NumpyOps):
-    """A small CPU torch batch computed on numpy views of its tensors (no copy): the numpy
-    backend, with torch's ``topk`` (faster than numpy's partition at every size) and the random
-    stream and generator of the torch ops it came from (``parent``), so ties are broken by the
-    same draws whichever ops a batch takes. What it computes goes back as torch tensors
-    (:meth:`export`). Per call numpy costs about a microsecond on a few thousand values where
-    torch costs several, and a list metric's update makes some forty calls."""
-
-    name = "torch-host"
-
-    def __init__(self, parent: TorchOps) -> None:
-        self.parent = parent
-
-    def host(self, arrays: tuple[Any, ...]) -> Ops:
-        return self
-
-    def export(self, x: Array) -> Array:
-        return torch.from_numpy(np.asarray(x))
-
-    def asarray(self, x: Any, like: Array = None, dtype: Any = None) -> Array:
-        if isinstance(x, torch.Tensor):  # a view of the tensor's memory
-            try:
-                x = x.numpy() if not x.requires_grad else x.detach().numpy()
-            except RuntimeError:  # a lazy negation or conjugation: resolved (a copy)
-                x = x.numpy(force=True)
-        return np.asarray(x, dtype=dtype)
-
-    def topk(self, x: Array, k: int) -> tuple[Array, Array]:
-        vals, idx = torch.topk(torch.from_numpy(x), k, dim=-1, largest=True, sorted=True)
-        return vals.numpy(), idx.numpy()
-
-    def cumsum(self, x: Array, axis: int = -1) -> Array:
-        """torch's scan from a thousand values on (numpy's along the rows runs item by item:
-        10 x 1,000 float64 23 us against 7 us; 32 x 10 about equal)."""
-        if x.size < 1024 or x.dtype.kind != "f":
-            return super().cumsum(x, axis)
-        return torch.cumsum(torch.from_numpy(x), dim=axis).numpy()
-
-    def randperm(self, n: int, like: Array, generator: Any) -> Array:
-        return self.parent.randperm(n, torch.empty(0), generator).cpu().numpy()
-
-    def generator(self, seed: Any) -> Any:
-        return self.parent.generator(seed)
-
-
-#: the most values of a tile of :meth:`TorchOps.gain_sums` (512 KiB of float32): its six passes
-#: over a tile stay in cache (measured on one thread at 1,024 x 20,000: 2^17 to 2^18 values
-#: about 0.6x the time of tiles of 2^21)
-_GAIN_TILE = 1 << 17
-
-
-def _np_float(dtype: Any) -> Any:
-    """The numpy float type of a torch float dtype (float32 or float64)."""
-    return np.float32 if dtype == torch.float32 else np.float64
+__all__ = ["TorchHostOps", "TorchOps"]

@@ -47,9 +47,6 @@ from rankstream.core.lists.selection import join_rows, row_slices
 
 #: where the scores of the batch wait for the metric in the selection's shared dict
 _SCORES = "auc_scores"
-#: from this many scores on (eager), the lists are sorted in this many blocks of rows: each
-#: block's sort makes about a dozen float64 and int64 temporaries of its size
-_BLOCK_FROM, _BLOCKS = 1 << 16, 256
 
 
 def midrank_auc(ops: Any, scores: Array, pos: Array, neg: Array) -> tuple[Array, Array, Array]:
@@ -129,7 +126,8 @@ class AUCKernel(BinaryListKernel):
         b, n = int(scores.shape[0]), int(scores.shape[1])
         # where values are read back (eager), large batches go in blocks of rows: the sort and
         # its dozen (rows, N) temporaries of each block stay a small share of the scores
-        step = max(1, b // _BLOCKS) if sel.ctx.read_back and b * n >= _BLOCK_FROM else b
+        z = sel.ctx.sizes  # from auc_block_from scores on (eager), sorted in auc_blocks blocks of rows
+        step = max(1, b // z.auc_blocks) if sel.ctx.read_back and b * n >= z.auc_block_from else b
         auc, n_pos, n_neg, w_rel = join_rows(ops, [self._block(sel, rows) for rows in row_slices(b, step)])
         return AUCOutput(auc[:, None], (n_pos > 0) & (n_neg > 0), n_pos, w_rel, size=self._sizes(sel))
 

@@ -27,7 +27,8 @@ import numpy as np
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
 from rankstream.core.beyond.items import ItemData
 from rankstream.core.beyond.list_kernels import beyond_kernel, is_beyond_name
-from rankstream.core.lists.base import WHOLE_LIST, ListKernel, exported, quiet, select_sums
+from rankstream.core.execution import exported, read_batch, select_sums
+from rankstream.core.lists.base import WHOLE_LIST, ListKernel, quiet
 from rankstream.core.lists.table import BY_NAME, names_doc, row_of
 from rankstream.core.state import kernel_config
 from rankstream.core.uncertainty import check_level
@@ -219,7 +220,7 @@ class ListMetrics:
         first = next(iter(self._members.values()))
         out: dict[str, Array] = {}
         with quiet():
-            batch = first.read_batch(ctx, y_pred, y, mask, sample_weight)
+            batch = read_batch(ctx, first, y_pred, y, mask, sample_weight)
             every = select_sums(ctx, list(self._members.values()), batch)
             for name, sums in zip(self._members, every, strict=True):
                 out.update({f"{self._keys[name]}__{field}": value for field, value in sums.items()})

@@ -41,9 +41,6 @@ from rankstream.core.lists.ties import group_means
 from rankstream.core.relevant.ranks import ratio
 
 GAIN_NAMES = ("exp_rank", "linear_rank")
-#: up to this many ranked labels per batch the ranking's and the ideal labels go through the gains
-#: stacked (fewer small calls); past it the copy would cost more than the calls it saves
-_STACKED = 1 << 16
 
 
 def exp_gain(y: Array) -> Array:
@@ -199,7 +196,7 @@ class NDCGKernel(ListKernel):
         named = sel.batch_item_weights is None and isinstance(self.gain, str)
         if (
             named and sel.full_valid is None and sel.ties is None and sel.ctx.read_back
-            and sel.labels.shape[0] * sel.k <= _STACKED
+            and sel.labels.shape[0] * sel.k <= sel.ctx.sizes.ndcg_stacked
         ):  # fmt: skip
             return self._stacked(sel)
         cuts, dcg = self.dcg(sel)

@@ -59,7 +59,8 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
-from rankstream.core.lists.base import ListKernel, ListOutput, exported, quiet, select_outputs
+from rankstream.core.execution import exported, read_batch, select_outputs
+from rankstream.core.lists.base import ListKernel, ListOutput, quiet
 from rankstream.core.lists.collection import ListMetrics
 from rankstream.core.state import check_sums, kernel_config
 from rankstream.core.uncertainty import (
@@ -245,7 +246,7 @@ class PairedComparison:
         outs: dict[str, list[ListOutput]] = {name: [] for name in self._members}
         kernels = list(self._members.values())
         for s in scores:
-            batch = first.read_batch(ctx, s, y, mask, sample_weight)
+            batch = read_batch(ctx, first, s, y, mask, sample_weight)
             for name, out in zip(self._members, select_outputs(ctx, kernels, batch), strict=True):
                 outs[name].append(out)
         return ctx, outs

@@ -10,60 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.backends import Array, Context, Ops, value_bytes
-from rankstream.core.inputs import ListBatch
+from rankstream.core.backends import Array, Context, Ops
 
-__all__ = [
-    "BLOCK_TILE_SHARE",
-    "HOST_BLOCKS",
-    "IDEAL_PREFIX_FROM",
-    "SELECTED_BYTES",
-    "SELECTED_ROW_BYTES",
-    "SELECT_BLOCKS_FROM",
-    "Selection",
-    "join_rows",
-    "positions",
-    "row_slices",
-    "selection_blocks",
-]
-
-#: ``Selection.ideal(prefix=True)`` cuts the ideal ranking after its last nonzero column from
-#: this many ranked items on (whole lists); below it the host read costs more than it saves
-IDEAL_PREFIX_FROM = 1024
-#: the per-row passes over every item of the batch (per-item weights, a callable gain's ideal
-#: ranking) go in blocks of rows from this many values on, where values are read back (eager):
-#: each block at most a :data:`ROW_BLOCK_SHARE`-th of the batch and :data:`ROW_BLOCK_MAX` values,
-#: so its few float64 temporaries stay a small share of the scores' bytes
-ROW_BLOCKS_FROM = 1 << 16
-ROW_BLOCK_SHARE = 128
-ROW_BLOCK_MAX = 1 << 18
-#: a batch is selected in blocks of rows (:func:`selection_blocks`) where values are read back
-#: and its ``B x K`` selection holds at least :data:`SELECT_BLOCKS_FROM` ranked items and more
-#: than :data:`SELECT_SHARE` of the scores' bytes at its kernels' bytes per ranked item
-#: (:attr:`~rankstream.core.lists.base.ListKernel.ranked_bytes`, :data:`SELECTED_BYTES` by
-#: default: the ranking's top-(K + 1) values and indices, the gathered labels and membership,
-#: their float64 casts, the kernels' (B, K) arrays); each block then holds at most 3/16 of the
-#: scores, beside the counting passes' tile of at most a 16th of them from 2^21 scores on
-#: (:data:`BLOCK_TILE_SHARE`): inside the quarter an update may hold. Below 2^14 ranked items a
-#: selection holds at most 1.5 MiB, 3/16 of 2^21 float32 scores. Each block costs the
-#: selection's calls once more (about 0.1 ms a kernel), so blocks are as large as the share lets
-#: them be (measured: two blocks of a 2,048 x 1,024 ``ListMetrics`` at k = 20 cost 2-4% of the
-#: update in one piece)
-SELECTED_BYTES = 32
-SELECT_SHARE = 5 / 32
-#: and a block's row at least :data:`SELECTED_ROW_BYTES`: its per-list arrays, ``(rows,)``
-#: counts, flags and values in float64 beside the ranked items' (measured: about 53 bytes a
-#: list where the precision of a list of 10 items needs a selection of depth 1); the ranked
-#: items' bytes cover them from a depth of a few items on
-SELECTED_ROW_BYTES = 128
-SELECT_BLOCKS_FROM = 1 << 14
-#: while a batch goes in blocks, a block's scratch tiles hold at most a
-#: :data:`BLOCK_TILE_SHARE`-th of the batch's values (``Workspace.cap``): a block's own
-#: thresholds would let a masked top-k copy the block whole
-BLOCK_TILE_SHARE = 16
-#: blocks of at most a :data:`HOST_BLOCKS`-th of the rows run on the host ops (numpy views of
-#: the batch's arrays): their numpy temporaries, a few of the block's size, stay small
-HOST_BLOCKS = 16
+__all__ = ["Selection", "join_rows", "positions", "row_slices"]
 
 
 @dataclass
@@ -139,9 +88,10 @@ class Selection:
         if not self.ctx.read_back:  # traced: the batch size may be unknown
             return [slice(None)]
         b, n = int(self.item_labels.shape[0]), self.n
-        if b * n < ROW_BLOCKS_FROM:
+        z = self.ctx.sizes
+        if b * n < z.row_blocks_from:
             return [slice(None)]
-        return row_slices(b, max(1, min(b * n // ROW_BLOCK_SHARE, ROW_BLOCK_MAX) // n))
+        return row_slices(b, max(1, min(b * n // z.row_block_share, z.row_block_max) // n))
 
     def by_rows(self, fn: Any) -> tuple[Any, ...]:
         """``fn(rows)`` (a tuple of per-row arrays, each ``(len(rows), ...)`` or None) over the
@@ -177,10 +127,12 @@ class Selection:
         if valid is None:
             vals, ok = ops.topk(self.item_labels, self.k)[0], None
         else:  # items not in the list get -inf tile by tile: no masked copy of the labels
-            vals = ops.masked_topk(self.item_labels, self.k, valid, self.ctx.workspace)[0]
+            vals = ops.masked_topk(
+                self.item_labels, self.k, valid, self.ctx.workspace, cap=self.ctx.tile_cap
+            )[0]
             ok = vals > float("-inf")
             vals = ops.where(ok, vals, 0.0)
-        if prefix and self.ctx.read_back and self.k > IDEAL_PREFIX_FROM:
+        if prefix and self.ctx.read_back and self.k > self.ctx.sizes.ideal_prefix_from:
             nonzero = np.flatnonzero(ops.to_numpy(ops.any(vals != 0, axis=0)))
             cut = int(nonzero[-1]) + 1 if nonzero.size else 1
             if cut < self.k:
@@ -213,24 +165,3 @@ def join_rows(ops: Ops, parts: list[Sequence[Array | None]]) -> tuple[Array | No
         None if parts[0][i] is None else ops.concat([p[i] for p in parts], axis=0)
         for i in range(len(parts[0]))
     )
-
-
-def selection_blocks(
-    ctx: Context, batch: ListBatch, k: int, per_item: int = SELECTED_BYTES
-) -> list[slice] | None:
-    """The blocks of rows a batch is selected and evaluated in, at depth ``k`` (clipped to the
-    list), where values are read back (eager: the batch size is known): None (the batch in one
-    piece) where the ``B x K`` selection is small at ``per_item`` bytes per ranked item (at
-    least :data:`SELECTED_ROW_BYTES` a row; see :data:`SELECT_SHARE`); else consecutive blocks
-    of rows whose selection holds at most :data:`SELECT_SHARE` of the scores' bytes. Reads only
-    shapes and the scores' dtype."""
-    shape = batch.scores.shape
-    b, n = int(shape[0]), int(shape[1])
-    items = b * min(k, n)
-    if items < SELECT_BLOCKS_FROM:
-        return None
-    budget = int(b * n * value_bytes(ctx.ops, batch.scores) * SELECT_SHARE)
-    per_row = max(per_item * min(k, n), SELECTED_ROW_BYTES)
-    if b * per_row <= budget:
-        return None
-    return row_slices(b, max(1, budget // per_row))

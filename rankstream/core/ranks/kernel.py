@@ -253,18 +253,7 @@ class RankKernel(RankReport):
             raise ValueError(f"metrics must be a non-empty subset of {KERNEL_METRICS}, got {metrics!r}")
         self.metrics = tuple(m for m in KERNEL_METRICS if m in metrics)
         if select is not None:
-            fam, form = select
-            if self.report:
-                raise ValueError("select needs one rank type (a str) and no sides")
-            if fam not in self.metrics or fam not in METRICS:
-                raise ValueError(f"select names the family {fam!r}, not among metrics {self.metrics}")
-            if form not in OUTPUTS:
-                raise ValueError(f"output must be one of {OUTPUTS}, got {form!r}")
-            if self._confidence is not None and form != "value":
-                raise ValueError(
-                    f"confidence gives the standard error and interval of the value only: it needs "
-                    f"output='value', got output={form!r} with confidence={confidence!r}"
-                )
+            self._check_select(select, confidence)
         self.selected = select  # (family, form) reported, or None for every value
         if not isinstance(filtered_scores, bool):
             raise TypeError(f"filtered_scores must be a bool, got {filtered_scores!r}")
@@ -285,6 +274,27 @@ class RankKernel(RankReport):
         self._families = tuple(FAMILIES[m] for m in self.metrics if m in METRICS)
         # the expectation columns of the families, summed per task from a per-N table
         self._term_table = TermTable(self._families, self.ks, gmr_order, self.table_max)
+        self._declare_fields()
+
+    def _check_select(self, select: tuple[str, str], confidence: float | None) -> None:
+        """Raise where ``select`` (family, form) names no reported value of this kernel."""
+        fam, form = select
+        if self.report:
+            raise ValueError("select needs one rank type (a str) and no sides")
+        if fam not in self.metrics or fam not in METRICS:
+            raise ValueError(f"select names the family {fam!r}, not among metrics {self.metrics}")
+        if form not in OUTPUTS:
+            raise ValueError(f"output must be one of {OUTPUTS}, got {form!r}")
+        if self._confidence is not None and form != "value":
+            raise ValueError(
+                f"confidence gives the standard error and interval of the value only: it needs "
+                f"output='value', got output={form!r} with confidence={confidence!r}"
+            )
+
+    def _declare_fields(self) -> None:
+        """The per-task values summed per rank type, the state fields (one side and type: the
+        registry's order, as saved states have it; else side-major) and the columns of the
+        standard errors (with a ``confidence`` level)."""
         # the per-task values summed per rank type: (field, value(r, xp, k), takes k), each
         # family's then the extras' (a field two of them sum is computed once)
         values = [(fam.value_field, fam.value, fam.takes_k) for fam in self._families]
@@ -292,7 +302,7 @@ class RankKernel(RankReport):
         self._values = [v for i, v in enumerate(values) if v[0] not in {u[0] for u in values[:i]}]
         # the fields of one side and one rank type (the registry's, then the extras');
         # invalid: rows with bad data found where update could not raise (no read-back)
-        unit = state_fields([fam.name for fam in self._families], len(self.ks), gmr_order)
+        unit = state_fields([fam.name for fam in self._families], len(self.ks), self.gmr_order)
         for field, _, _ in self._values:
             unit.setdefault(field, ())
         if self._bins is not None:

@@ -29,9 +29,6 @@ from rankstream.core.ranks.families import RANK_TYPES, check_rank_type
 __all__ = ["RankTasks", "per_task_ranks", "task_ranks"]
 
 _NEG_INF = float("-inf")
-#: below this many scores, a masked batch with several positives in a row is masked once for all
-#: its passes (one copy of at most 4 MiB of float32); from it on each pass masks its own tiles
-_ONE_MASKED_COPY_BELOW = 1 << 20
 
 
 @dataclass
@@ -281,7 +278,7 @@ def _ranks_of_labels(ctx: Context, batch: RankBatch, need: tuple[bool, bool]) ->
     # item (the masked ones as -inf scores), and the row's positives, whose scores are known
     # ((B, P), small), are taken off after it: no pass over the batch masks them
     keep, ranked = valid, scores
-    if valid is not None and p_max > 1 and b * n < _ONE_MASKED_COPY_BELOW:
+    if valid is not None and p_max > 1 and b * n < ctx.sizes.one_masked_copy_below:
         # several passes: below 2^20 scores the masked scores are made once (at most 4 MiB),
         # where every pass would mask its tiles again
         ranked, keep = ops.exclude(scores, valid, ws=ws), None

@@ -18,17 +18,13 @@ import numpy as np
 
 from rankstream.core.backends import Array, Context
 from rankstream.core.ranks.families import RankFamily
+from rankstream.core.sizes import SIZES
 
 __all__ = ["TABLE_MAX", "TermTable"]
 
-#: expectation terms come from a cached per-N table up to this list width, else per task
-TABLE_MAX = 1 << 17
-#: the per-N table is built this many widths at a time
-_TABLE_CHUNK = 1 << 11
-#: where values are read back, a per-N table of more terms than this (widths x columns) is
-#: replaced by rows for the candidate counts seen (a 256 x 20,000 batch's table of 31 columns
-#: would hold a quarter of its scores' bytes)
-_DENSE_TABLE_MAX = 1 << 16
+#: the default of ``RankKernel(table_max=...)`` (a public signature's default):
+#: :attr:`~rankstream.core.sizes.Sizes.table_max`
+TABLE_MAX = SIZES.table_max
 
 
 class TermTable:
@@ -72,8 +68,9 @@ class TermTable:
             # in chunks of N (every term is elementwise in N): the temporaries of the terms'
             # arithmetic, a few dozen arrays per column, stay those of one chunk at any width
             table: np.ndarray | None = None
-            for start in range(0, n, _TABLE_CHUNK):
-                grid = np.arange(start + 1, min(start + _TABLE_CHUNK, n) + 1, dtype=np.float64)
+            chunk = ctx.sizes.table_chunk
+            for start in range(0, n, chunk):
+                grid = np.arange(start + 1, min(start + chunk, n) + 1, dtype=np.float64)
                 cols = self.unit_terms(grid, np)
                 if table is None:
                     table = np.empty((n, len(cols)), dtype=np.float64)
@@ -122,7 +119,7 @@ class TermTable:
         most ``n``), by table lookup or directly."""
         ops = ctx.ops
         acc = nc.dtype
-        if ctx.read_back and n * len(self.columns) > _DENSE_TABLE_MAX:
+        if ctx.read_back and n * len(self.columns) > ctx.sizes.dense_table_max:
             return self._seen_terms(ctx, nc, n, like)
         if n <= self.table_max:
             table = self._table(ctx, like, n, acc)

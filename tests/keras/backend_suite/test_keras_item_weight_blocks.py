@@ -9,6 +9,7 @@ that the metrics did read several blocks."""
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 
 import keras
 import krs_reference as ref
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 import rankstream.core.lists.selection as selection
+import rankstream.core.sizes as sizes
 from rankstream.keras import MAP, NDCG, HitRateAtK, RPrecision
 
 B, N, K = 12, 40, 5
@@ -42,8 +44,7 @@ def blocks(monkeypatch):
         seen.append(len(out))
         return out
 
-    monkeypatch.setattr(selection, "ROW_BLOCKS_FROM", 1)
-    monkeypatch.setattr(selection, "ROW_BLOCK_SHARE", 1 << 30)
+    monkeypatch.setattr(sizes, "SIZES", replace(sizes.SIZES, row_blocks_from=1, row_block_share=1 << 30))
     monkeypatch.setattr(selection.Selection, "row_blocks", counted)
     return seen
 
