@@ -401,7 +401,7 @@ def test_expected_ties_enumeration(seed, q, levels):
 def test_list_metrics_in_blocks_of_rows():
     """A batch whose selection goes in blocks of rows (256 x 100 at k = 100: the selection
     would pass its share of the scores' bytes) sums the blocks' counts: as one pass."""
-    from rankstream.core.lists import base
+    from rankstream.core.execution import blocks
 
     rng = np.random.default_rng(9)
     n = 100
@@ -409,12 +409,12 @@ def test_list_metrics_in_blocks_of_rows():
     scores = rng.integers(0, 5, (256, n)).astype(float)
     lm = ListMetrics(["coverage@100", "personalization@7", "novelty@100", "diversity@7"], items=items)
     calls = []
-    original = base._by_blocks
+    original = blocks._by_blocks
     try:
-        base._by_blocks = lambda *a, **kw: calls.append(1) or original(*a, **kw)
+        blocks._by_blocks = lambda *a, **kw: calls.append(1) or original(*a, **kw)
         got = result(lm, lm.batch_sums(None, scores, np.zeros_like(scores)))
     finally:
-        base._by_blocks = original
+        blocks._by_blocks = original
     assert calls, "the batch was expected to go in blocks of rows"
     ref = BeyondAccuracy(items, ["coverage", "personalization", "novelty", "diversity"], top_k=[7, 100])
     ref.update(np.argsort(-scores, axis=1, kind="stable"))
