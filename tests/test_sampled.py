@@ -6,10 +6,6 @@ large ones, naive per-list references for the streamed state, and a simulation o
 from __future__ import annotations
 
 import itertools
-import os
-import subprocess
-import sys
-import textwrap
 from math import comb
 from pathlib import Path
 
@@ -352,55 +348,6 @@ def test_ignite_engine_run() -> None:
         empty.compute()
     with pytest.raises(ValueError, match="ranks"):
         empty.update(torch.tensor([0, 1]))
-
-
-KERAS_SCRIPT = """
-import os, json
-import numpy as np, keras
-from rankstream.keras import SampledRankMetrics
-n, m = 40, 5
-rng = np.random.default_rng(2)
-x = rng.integers(0, 3, size=(48, m + 1)).astype("float32")
-y = rng.integers(0, m + 1, size=48)
-model = keras.Sequential([keras.Input((m + 1,)), keras.layers.Identity()])
-model.compile(loss=lambda a, b: keras.ops.mean(b) * 0.0, metrics=[SampledRankMetrics(n, m, ks=(1, 3))])
-out = model.evaluate(x, y, batch_size=16, return_dict=True, verbose=0)
-met = SampledRankMetrics(n, m)
-try:
-    met.update_state(np.array([0, m + 1]), x[:2])
-    raised = False
-except ValueError:
-    raised = True
-same = SampledRankMetrics.from_config(met.get_config()).get_config() == met.get_config()
-print(json.dumps({"out": {k: float(v) for k, v in out.items()}, "raised": raised, "same": same}))
-"""
-
-
-def test_keras_evaluate_on_torch() -> None:
-    import json
-
-    env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(KERAS_SCRIPT)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["raised"] and result["same"]
-    rng = np.random.default_rng(2)
-    m = 5
-    x = rng.integers(0, 3, size=(48, m + 1)).astype("float32")
-    y = rng.integers(0, m + 1, size=48)
-    keep = np.ones(m + 1, dtype=bool)
-    pos = x[np.arange(48), y]
-    neg = np.stack([x[i][np.arange(m + 1) != y[i]] for i in range(48)])
-    del keep
-    want = report(naive_histogram(pos, neg, "realistic"), 40, (1, 3))
-    for key in ("ndcg@3_sampled", "ndcg@3_fitted", "mrr_bias_variance", "hit_rate@1_minimal_bias"):
-        assert result["out"][key] == pytest.approx(want[key], rel=1e-6)
 
 
 def simulate(mu: float, sigma: float, users: int, seed: int, n: int = 100_000, m: int = 100) -> tuple:

@@ -1,5 +1,7 @@
 """The Keras side of sampled evaluation: the histogram of sampled ranks as one
-``aggregation="sum"`` variable (lifecycle only; the math is `rankstream.core.sampled`)."""
+``aggregation="sum"`` variable, updated and read with ``keras.ops`` only, so the metric runs in
+compiled steps (JAX jit, TensorFlow graphs, torch) as well as eagerly (lifecycle only; the math
+is `rankstream.core.sampled`)."""
 
 from __future__ import annotations
 
@@ -11,30 +13,50 @@ import numpy as np
 from keras import ops as K
 
 from rankstream.adapters.keras_inputs import symbolic
-from rankstream.core.backends.keras_ops import is_tracing
-from rankstream.core.sampled import DEFAULT_GAMMA
+from rankstream.core.backends.keras_ops import is_tracing, x64_enabled
+from rankstream.core.sampled import (
+    DEFAULT_GAMMA,
+    bias_variance_values,
+    design,
+    metric_specs,
+    minimal_bias_values,
+    sampled_values,
+)
 from rankstream.core.sampled_state import SampledRanks, batch_histogram, candidate_ranks, report
+
+#: the estimators result() computes in keras.ops: linear in the histogram (``fitted`` is not)
+LINEAR_ESTIMATORS = ("sampled", "minimal_bias", "bias_variance")
 
 
 @keras.saving.register_keras_serializable(package="rankstream")
 class SampledRankMetrics(keras.metrics.Metric):
     """Sampled evaluation with corrected estimates of the full-catalog metrics, as a Keras
     metric: ``y_pred`` the scores ``(batch, num_negatives + 1)`` of the positive and its sampled
-    negatives, ``y_true`` the index of the positive in each row ``(batch,)`` (or ``(batch, 1)``);
-    no ``sample_weight``. The state is the histogram of sampled ranks (a float64
-    ``aggregation="sum"`` variable, summed across replicas) and a count of invalid rows (an index
-    out of range or NaN scores, counted where a compiled step cannot raise: ``result()`` raises
-    while it is above 0). ``result()`` is the dict of
-    `rankstream.core.sampled_state.SampledRanks.compute`, computed on the host (scipy): eager
-    only. The torch backend runs ``evaluate`` and ``fit`` eagerly; on JAX and TensorFlow compile
-    with ``run_eagerly=True`` (``result()`` raises inside a compiled step).
+    negatives, ``y_true`` the index of the positive in each row ``(batch,)`` (or ``(batch, 1)``).
+
+    The state is the histogram ``h`` of sampled ranks (``m + 1`` sums, an ``aggregation="sum"``
+    variable: summed across replicas; float64 where the backend has it, float32 on JAX without
+    x64) and a count of invalid rows (an index out of range or NaN scores: an eager update raises
+    and leaves the state; a compiled step cannot raise, so it counts them and ``result()`` is NaN
+    while the count is above 0). Ranks are counted in ``keras.ops`` with the tie policy of
+    `rankstream.core.sampled_state` (no host read in a compiled update).
+
+    ``result()``: for every metric and the estimators ``sampled``, ``minimal_bias`` and
+    ``bias_variance`` (each a mean over lists of a per-rank value ``c_r``), the key
+    ``f"{metric}_{estimator}"`` = ``sum_r h_r c_r / N`` (``N = sum_r h_r``, the key ``count``);
+    with ``confidence``, also ``_stderr`` = ``sqrt(sum_r h_r (c_r - mean)^2 / (N - 1) / N)``.
+    The vectors ``c`` are constants of ``(num_items, num_negatives, ks, gamma)`` computed once at
+    construction (numpy, ``rankstream.core.sampled``); result() multiplies the histogram by them
+    in ``keras.ops``, the same in every backend and mode. What needs the host (the ``fitted``
+    estimator's maximum-likelihood fit, the t intervals) is :meth:`report`, called eagerly
+    (after ``evaluate``): the full dict of `rankstream.core.sampled_state.SampledRanks.compute`.
 
     Args:
         num_items: the catalog size ``n``.
         num_negatives: ``m``, the negatives sampled per positive.
         ks: cut-offs of hit_rate@k, ndcg@k, mrr@k (default ``(1, 5, 10)``).
         gamma: the bias-variance trade-off in ``[0, 1]`` (default 0.1).
-        confidence: None or a level such as 0.95 (``_stderr``, ``_ci_low``, ``_ci_high``).
+        confidence: None or a level such as 0.95 (``_stderr`` in result(); intervals in report()).
         ties: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"``.
         name, dtype: Keras'.
     """
@@ -54,15 +76,27 @@ class SampledRankMetrics(keras.metrics.Metric):
         self._core = SampledRanks(num_items, num_negatives, ks, gamma, confidence, ties)
         self.num_items, self.num_negatives = self._core.num_items, self._core.num_negatives
         self.ks, self.gamma, self.confidence, self.ties = list(self._core.ks), gamma, confidence, ties
+        specs = metric_specs(self._core.ks)
+        d = design(self.num_items, self.num_negatives, specs)
+        values = (
+            sampled_values(specs, self.num_negatives),
+            minimal_bias_values(d),
+            bias_variance_values(d, self._core.gamma),
+        )
+        #: the result keys in the order of the columns of ``_values`` ((m + 1, 3 F) numpy)
+        self._keys = [f"{s.key}_{e}" for e in LINEAR_ESTIMATORS for s in specs]
+        self._values = np.concatenate(values, axis=1)
+        self._state_dtype = "float64" if x64_enabled() else "float32"
         size = (self.num_negatives + 1,)
-        self._hist = self.add_variable(size, "zeros", "float64", aggregation="sum", name="histogram")
-        self._invalid = self.add_variable((), "zeros", "float64", aggregation="sum", name="invalid")
+        self._hist = self.add_variable(size, "zeros", self._state_dtype, aggregation="sum", name="histogram")
+        self._invalid = self.add_variable((), "zeros", self._state_dtype, aggregation="sum", name="invalid")
 
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
         if sample_weight is not None:
             raise ValueError(f"{self.name}: sample_weight is not supported (one list, one count), got one")
         if symbolic():
             return
+        dt = self._state_dtype
         scores = K.convert_to_tensor(y_pred)
         width = self.num_negatives + 1
         if len(scores.shape) != 2 or scores.shape[1] != width:
@@ -70,42 +104,64 @@ class SampledRankMetrics(keras.metrics.Metric):
                 f"{self.name}: y_pred must have shape (batch, num_negatives + 1 = {width}), "
                 f"got {tuple(scores.shape)}"
             )
-        index = K.cast(K.reshape(K.convert_to_tensor(y_true), (-1,)), "float64")
-        if index.shape[0] is not None and index.shape[0] != scores.shape[0]:
+        index = K.cast(K.reshape(K.convert_to_tensor(y_true), (-1,)), dt)
+        if index.shape[0] is not None and scores.shape[0] is not None and index.shape[0] != scores.shape[0]:
             raise ValueError(
                 f"{self.name}: y_true must hold one index per row of y_pred, got {tuple(index.shape)}"
             )
-        o, p, bad = candidate_ranks(K.cast(scores, "float64"), index, self.ties, K)
+        o, p, bad = candidate_ranks(K.cast(scores, dt), index, self.ties, K)
         if not is_tracing(scores) and bool(K.convert_to_numpy(K.any(bad))):
             raise ValueError(
                 f"{self.name}: y_true must index the positive in 0..{width - 1} and y_pred hold no NaN; "
                 f"{int(K.convert_to_numpy(K.sum(K.cast(bad, 'int32'))))} bad rows of {scores.shape[0]}"
             )
-        keep = K.where(bad, 0.0, 1.0)  # a bad row (compiled: not raised) adds nothing, counted apart
-        o, p = K.where(bad, 1.0, o), K.where(bad, 1.0, p)
-        hist = batch_histogram(o, p, self.num_negatives, K, weights=keep)
-        self._hist.assign_add(K.cast(hist, "float64"))
-        self._invalid.assign_add(K.cast(K.sum(1.0 - keep), "float64"))
+        keep = K.cast(K.logical_not(bad), dt)  # a bad row (compiled: not raised) adds nothing
+        o, p = K.where(bad, K.ones_like(o), o), K.where(bad, K.ones_like(p), p)
+        hist = batch_histogram(o, p, self.num_negatives, K, weights=keep, dtype=dt)
+        self._hist.assign_add(K.cast(hist, dt))
+        self._invalid.assign_add(K.sum(1.0 - keep))
 
     def reset_state(self) -> None:
-        self._hist.assign(K.zeros(self._hist.shape, dtype="float64"))
-        self._invalid.assign(K.zeros((), dtype="float64"))
+        self._hist.assign(K.zeros(self._hist.shape, dtype=self._state_dtype))
+        self._invalid.assign(K.zeros((), dtype=self._state_dtype))
 
     def result(self) -> dict[str, Any]:
+        """The linear estimators (class docstring) in ``keras.ops``, the same in every mode: NaN
+        before any list and while invalid rows are counted (:meth:`report` raises then)."""
+        dt = self._state_dtype
+        h, invalid = K.convert_to_tensor(self._hist), K.convert_to_tensor(self._invalid)
+        c = K.convert_to_tensor(self._values.astype(dt))
+        total = K.sum(h)
+        nan = K.convert_to_tensor(np.nan, dtype=dt)
+        usable = K.logical_and(total > 0, invalid <= 0)
+        safe_total = K.where(total > 0, total, K.ones_like(total))
+        column = K.reshape(h, (-1, 1))  # a sum of products, not matmul (Keras' torch matmul is float32)
+        mean = K.where(usable, K.sum(column * c, axis=0) / safe_total, nan)
+        out = {key: mean[j] for j, key in enumerate(self._keys)}
+        if self.confidence is not None:
+            ss = K.sum(column * K.square(c - K.reshape(mean, (1, -1))), axis=0)
+            more = K.logical_and(usable, total > 1)
+            dof = K.where(more, total - 1.0, K.ones_like(total))
+            var = ss / dof / safe_total  # K.where, not K.maximum: Keras' torch maximum is float32
+            stderr = K.where(more, K.sqrt(K.where(var > 0, var, K.zeros_like(var))), nan)
+            out.update({f"{key}_stderr": stderr[j] for j, key in enumerate(self._keys)})
+        out["count"] = total
+        return out
+
+    def report(self) -> dict[str, float]:
+        """Eagerly, on the host: every metric under every estimator with intervals, the dict of
+        `rankstream.core.sampled_state.SampledRanks.compute` (the ``fitted`` estimate, t
+        intervals); a ``ValueError`` while invalid rows are counted, ``NotComputableError``
+        before any list."""
         if is_tracing(self._hist.value):
             raise RuntimeError(
-                f"{self.name}: result() fits the corrections on the host (scipy) and cannot run inside a "
-                "compiled step (JAX jit, a TensorFlow graph); compile the model with run_eagerly=True "
-                "(the torch backend runs eagerly by default)"
+                f"{self.name}: report() fits on the host (scipy) and cannot run inside a compiled "
+                "step; call it after evaluate (result() is the compiled part)"
             )
-        hist = np.asarray(K.convert_to_numpy(self._hist), dtype=np.float64)
         invalid = float(K.convert_to_numpy(self._invalid))
         if invalid > 0:
-            raise ValueError(
-                f"{self.name}: {invalid:g} invalid rows were counted; reset_state() before computing"
-            )
-        if not hist.sum() > 0:
-            return {}
+            raise ValueError(f"{self.name}: {invalid:g} invalid rows were counted; reset_state() first")
+        hist = np.asarray(K.convert_to_numpy(self._hist), dtype=np.float64)
         core = self._core
         return report(hist, core.num_items, core.ks, core.gamma, core.confidence)
 

@@ -35,17 +35,22 @@ TIES = ("realistic", "optimistic", "pessimistic")
 
 
 def batch_histogram(
-    optimistic: Any, pessimistic: Any, num_negatives: int, xp: Any = np, weights: Any = None
+    optimistic: Any,
+    pessimistic: Any,
+    num_negatives: int,
+    xp: Any = np,
+    weights: Any = None,
+    dtype: str = "float64",
 ) -> Any:
     """The ``(m + 1,)`` histogram of one batch: each list puts ``1 / (p - o + 1)`` on every rank
     in ``o..p`` (``o = p``: a unit on ``o``), times its weight where ``weights`` (``(B,)``, 0 or
-    1: a row counted or not) are given. Elementwise on ``xp`` (numpy or ``keras.ops``):
-    ``(B, m + 1)`` comparisons, no read of values."""
+    1: a row counted or not) are given. Elementwise on ``xp`` (numpy or ``keras.ops``, there in
+    ``dtype``): ``(B, m + 1)`` comparisons, no read of values."""
     if xp is np:
         cells = np.arange(1, num_negatives + 2, dtype=np.float64)
         o, p = np.reshape(optimistic, (-1, 1)), np.reshape(pessimistic, (-1, 1))
     else:  # one dtype throughout (TensorFlow does not promote)
-        cells = xp.arange(1, num_negatives + 2, dtype="float64")
+        cells = xp.arange(1, num_negatives + 2, dtype=dtype)
         o = xp.cast(xp.reshape(optimistic, (-1, 1)), cells.dtype)
         p = xp.cast(xp.reshape(pessimistic, (-1, 1)), cells.dtype)
         weights = None if weights is None else xp.cast(weights, cells.dtype)
