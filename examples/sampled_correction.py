@@ -1,10 +1,15 @@
-"""Sampled evaluation, corrected: a simulation over a catalog of 100,000 items.
+"""Sampled evaluation, corrected: a simulation over a catalog of 100,000 items, on the
+whole-catalog path.
 
-Each synthetic model scores, for every user, the whole catalog: the user's one relevant item gets
-a score ``N(mu, sigma)``, the other 99,999 items ``N(0, 1)``. The exact full rank of the relevant
-item is counted over the catalog chunk by chunk (the counts add over chunks: the streamed
-whole-catalog path); the sampled protocol ranks it among ``m = 100`` of the other items drawn
-uniformly without replacement, fed to `rankstream.core.sampled_state.SampledRanks` as
+Each synthetic model is an embedding model: item embeddings ``x_j ~ N(0, I_64)`` and, per user, a
+unit user embedding ``q`` whose score of the user's one relevant item ``i`` is ``q . x_i = s``
+with ``s ~ N(mu, sigma)``: ``q = (s / |x_i|) x_i / |x_i| + sqrt(1 - (s / |x_i|)^2) w``, ``w`` a
+random unit vector orthogonal to ``x_i``. Since ``q`` is a unit vector independent of every
+other item, the other 99,999 items score ``q . x_j ~ N(0, 1)``. The exact full-catalog metric of
+each model is `rankstream.catalog.CatalogMetrics` over the catalog (streamed chunk by chunk; the
+relevant item's exact rank counted over all 100,000 items); the sampled protocol ranks the
+relevant item among ``m = 100`` of the other items drawn uniformly without replacement, scored by
+the same embeddings and fed to `rankstream.core.sampled_state.SampledRanks` as
 ``update(pos_scores, neg_scores)``. The models differ in the shape of their rank distribution:
 ``sharp_top`` (mu 1.0, sigma 1.5) puts more relevant items in the very top ranks and more in the
 tail; ``good_middle`` (mu 2.0, sigma 0.5) puts almost all of them in the upper middle (ranks ~100
@@ -22,15 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from rankstream.core.sampled import ESTIMATORS, MetricSpec, metric_values
+from rankstream.catalog import CatalogMetrics
+from rankstream.core.sampled import ESTIMATORS, MetricSpec
 from rankstream.core.sampled_state import SampledRanks
 
 NUM_ITEMS = 100_000
 NUM_NEGATIVES = 100
-#: users scored per chunk, and catalog items per chunk of the exact count
-USER_CHUNK = 100
-ITEM_CHUNK = 25_000
-#: name: (mu, sigma) of the relevant item's score; the other items are N(0, 1)
+DIM = 64
+#: name: (mu, sigma) of the relevant item's score; the other items score N(0, 1)
 MODELS = {
     "sharp_top": (1.0, 1.5),
     "good_middle": (2.0, 0.5),
@@ -38,24 +42,47 @@ MODELS = {
     "weak": (0.5, 1.0),
 }
 METRICS = (MetricSpec("hit_rate", 10), MetricSpec("ndcg", 10), MetricSpec("mrr"))
+#: the names CatalogMetrics takes for METRICS
+CATALOG_NAMES = {"hit_rate@10": "hit_rate@10", "ndcg@10": "ndcg@10", "mrr": "mrr"}
 
 
-def simulate(mu: float, sigma: float, users: int, seed: int) -> tuple[np.ndarray, SampledRanks]:
-    """The exact full ranks of every user's relevant item, and the sampled-rank state."""
+def catalog(seed: int = 0, num_items: int = NUM_ITEMS, dim: int = DIM) -> np.ndarray:
+    """The item embeddings ``(num_items, dim)``, float32."""
+    return np.random.default_rng(seed).standard_normal((num_items, dim), dtype=np.float32)
+
+
+def users(items: np.ndarray, mu: float, sigma: float, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(queries (count, dim) float32, relevant ids (count,))``: unit user embeddings scoring
+    their relevant item ``s ~ N(mu, sigma)`` (clipped to ``|x_i|``) and every other item N(0, 1)."""
     rng = np.random.default_rng(seed)
-    state = SampledRanks(NUM_ITEMS, NUM_NEGATIVES, ks=(10,), confidence=0.95)
-    full = []
-    for start in range(0, users, USER_CHUNK):
-        b = min(USER_CHUNK, users - start)
-        others = rng.standard_normal((b, NUM_ITEMS - 1), dtype=np.float32)
-        pos = (mu + sigma * rng.standard_normal(b)).astype(np.float32)
-        above = np.zeros(b, dtype=np.int64)
-        for lo in range(0, NUM_ITEMS - 1, ITEM_CHUNK):  # counts add over chunks of the catalog
-            above += (others[:, lo : lo + ITEM_CHUNK] > pos[:, None]).sum(axis=1)
-        full.append(1 + above)
-        picked = np.stack([rng.choice(NUM_ITEMS - 1, NUM_NEGATIVES, replace=False) for _ in range(b)])
-        state.update(pos, np.take_along_axis(others, picked, axis=1))
-    return np.concatenate(full), state
+    rel = rng.integers(0, items.shape[0], size=count)
+    x = items[rel].astype(np.float64)
+    norm = np.linalg.norm(x, axis=1, keepdims=True)
+    unit = x / norm
+    w = rng.standard_normal(x.shape)
+    w -= (w * unit).sum(axis=1, keepdims=True) * unit
+    w /= np.linalg.norm(w, axis=1, keepdims=True)
+    cos = np.clip((mu + sigma * rng.standard_normal((count, 1))) / norm, -1.0, 1.0)
+    return (cos * unit + np.sqrt(1.0 - cos**2) * w).astype(np.float32), rel
+
+
+def simulate(
+    items: np.ndarray, mu: float, sigma: float, count: int, seed: int, ks: tuple[int, ...] = (10,)
+) -> tuple[dict[str, float], SampledRanks]:
+    """The exact full-catalog metrics (``CatalogMetrics``) of one model, and its sampled-rank
+    state (``m`` uniform negatives per user among the other items)."""
+    queries, rel = users(items, mu, sigma, count, seed)
+    exact = CatalogMetrics(list(CATALOG_NAMES.values()), items=items)
+    exact.update(queries, rel.reshape(-1, 1))
+    rng = np.random.default_rng(seed + 1000)
+    n = items.shape[0]
+    picked = np.stack([rng.choice(n - 1, NUM_NEGATIVES, replace=False) for _ in range(count)])
+    picked += picked >= rel[:, None]  # the other n - 1 items: skip the relevant one
+    pos = np.einsum("ud,ud->u", queries, items[rel])
+    neg = np.einsum("ud,umd->um", queries, items[picked])
+    state = SampledRanks(n, NUM_NEGATIVES, ks=ks, confidence=0.95).update(pos, neg)
+    got = exact.compute()
+    return {key: float(got[name]) for key, name in CATALOG_NAMES.items()}, state
 
 
 def order(values: dict[str, float]) -> str:
@@ -63,20 +90,21 @@ def order(values: dict[str, float]) -> str:
     return " > ".join(sorted(values, key=values.get, reverse=True))
 
 
-def run(users: int) -> tuple[str, dict]:
+def run(count: int) -> tuple[str, dict]:
     results = {}
+    items = catalog()
     for seed, (name, (mu, sigma)) in enumerate(MODELS.items()):
-        full, state = simulate(mu, sigma, users, seed)
+        exact, state = simulate(items, mu, sigma, count, seed + 1)
         report = state.compute()
         results[name] = {
             spec.key: {
-                "exact": float(metric_values(spec, full).mean()),
+                "exact": exact[spec.key],
                 **{e: (report[f"{spec.key}_{e}"], report.get(f"{spec.key}_{e}_stderr")) for e in ESTIMATORS},
             }
             for spec in METRICS
         }
     lines = [
-        f"{users} users per model, catalog {NUM_ITEMS:,} items, m = {NUM_NEGATIVES} sampled negatives, "
+        f"{count} users per model, catalog {NUM_ITEMS:,} items, m = {NUM_NEGATIVES} sampled negatives, "
         "gamma = 0.1; +- one standard error (sampling variance only)",
         "",
         "| metric | model | exact | sampled | minimal_bias | bias_variance | fitted |",
