@@ -11,7 +11,7 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
 
 from rankstream.core.sampled import DEFAULT_GAMMA
-from rankstream.core.sampled_state import SampledRanks
+from rankstream.core.sampled_state import SampledRanks, report, split_state
 
 
 def _identity(x: Any) -> Any:
@@ -20,11 +20,15 @@ def _identity(x: Any) -> Any:
 
 class SampledRankMetrics(Metric):
     """Sampled evaluation with corrected estimates of the full-catalog metrics, as an Ignite
-    metric: the state is the histogram of sampled ranks (``num_negatives + 1`` float64 sums on
-    ``device``), all-reduced (SUM) by ``idist`` in ``compute()``.
+    metric: the state is one float64 vector on ``device``, the histogram of sampled ranks, that of
+    squared list weights and the number of lists (``2 (num_negatives + 1) + 1`` sums, the layout
+    of `rankstream.core.sampled_state.split_state`), all-reduced (SUM) by ``idist`` in
+    ``compute()``.
 
     ``update`` takes the sampled ranks ``(B,)`` (integers in ``1..num_negatives + 1``) or a pair
-    ``(pos_scores (B,), neg_scores (B, num_negatives))`` ranked with ``ties``. ``compute()``
+    ``(pos_scores (B,), neg_scores (B, num_negatives))`` ranked with ``ties``, or either with list
+    weights: ``(pos_scores, neg_scores, weights)`` or a dict with the keys ``ranks`` or
+    ``pos_scores`` and ``neg_scores``, and ``weights`` (``(B,)``, finite, ``>= 0``). ``compute()``
     returns the dict of `rankstream.core.sampled_state.SampledRanks.compute` (``"ndcg@10_fitted"``,
     ...), which ignite flattens into ``engine.state.metrics``. A bad update raises and leaves the
     state as it was; an epoch without a list raises ``NotComputableError``. The update reads the
@@ -65,23 +69,33 @@ class SampledRankMetrics(Metric):
 
     @reinit__is_reduced
     def reset(self) -> None:
-        self._hist = torch.zeros(self.num_negatives + 1, dtype=torch.float64, device=self._device)
+        size = 2 * (self.num_negatives + 1) + 1
+        self._hist = torch.zeros(size, dtype=torch.float64, device=self._device)
 
     @reinit__is_reduced
     def update(self, output: Any) -> None:
-        if isinstance(output, (tuple, list)) and len(output) == 2:
-            batch = self._core.batch(output[0], output[1])
+        if isinstance(output, dict):
+            unknown = set(output) - {"ranks", "pos_scores", "neg_scores", "weights"}
+            if unknown or ("ranks" in output) == ("pos_scores" in output):
+                raise ValueError(
+                    "output as a dict must hold 'ranks' or 'pos_scores' and 'neg_scores', and optionally "
+                    f"'weights'; got the keys {sorted(output)}"
+                )
+            first = output["ranks"] if "ranks" in output else output["pos_scores"]
+            batch = self._core.batch(first, output.get("neg_scores"), output.get("weights"))
+        elif isinstance(output, (tuple, list)) and len(output) in (2, 3):
+            batch = self._core.batch(*output)
         else:
             batch = self._core.batch(output)
         self._hist += torch.as_tensor(batch, dtype=torch.float64, device=self._device)
 
     @sync_all_reduce("_hist")
     def compute(self) -> dict[str, float]:
-        if not float(self._hist.sum()) > 0:
+        h, squares, lists = split_state(self._hist.cpu().numpy(), self.num_negatives)
+        if not float(h.sum()) > 0:
             raise NotComputableError(
                 "SampledRankMetrics must have at least one list before it can be computed"
             )
         core = self._core
-        from rankstream.core.sampled_state import report
 
-        return report(self._hist.cpu().numpy(), core.num_items, core.ks, core.gamma, core.confidence)
+        return report(h, core.num_items, core.ks, core.gamma, core.confidence, squares, lists)

@@ -23,6 +23,7 @@ from rankstream.core.sampled import (
     sampled_values,
 )
 from rankstream.core.sampled_state import SampledRanks, batch_histogram, candidate_ranks, report
+from rankstream.core.uncertainty import t_quantile_xp
 
 #: the estimators result() computes in keras.ops: linear in the histogram (``fitted`` is not)
 LINEAR_ESTIMATORS = ("sampled", "minimal_bias", "bias_variance")
@@ -32,31 +33,37 @@ LINEAR_ESTIMATORS = ("sampled", "minimal_bias", "bias_variance")
 class SampledRankMetrics(keras.metrics.Metric):
     """Sampled evaluation with corrected estimates of the full-catalog metrics, as a Keras
     metric: ``y_pred`` the scores ``(batch, num_negatives + 1)`` of the positive and its sampled
-    negatives, ``y_true`` the index of the positive in each row ``(batch,)`` (or ``(batch, 1)``).
+    negatives, ``y_true`` the index of the positive in each row ``(batch,)`` (or ``(batch, 1)``),
+    ``sample_weight`` one weight per list (finite, ``>= 0``; default 1; Keras passes it to metrics
+    given to ``compile(weighted_metrics=...)``).
 
-    The state is the histogram ``h`` of sampled ranks (``m + 1`` sums, an ``aggregation="sum"``
-    variable: summed across replicas; float64 where the backend has it, float32 on JAX without
-    x64) and a count of invalid rows (an index out of range or NaN scores: an eager update raises
-    and leaves the state; a compiled step cannot raise, so it counts them and ``result()`` is NaN
-    while the count is above 0). Ranks are counted in ``keras.ops`` with the tie policy of
-    `rankstream.core.sampled_state` (no host read in a compiled update).
+    The state is the histogram ``h`` of sampled ranks (``m + 1`` sums of list weights), that of
+    squared weights ``h2``, the number ``n`` of lists with a positive weight (``aggregation="sum"``
+    variables: summed across replicas; float64 where the backend has it, float32 on JAX without
+    x64) and a count of invalid rows (an index out of range, NaN scores, a negative or non-finite
+    weight: an eager update raises and leaves the state; a compiled step cannot raise, so it
+    counts them and ``result()`` is NaN while the count is above 0). Ranks are counted in
+    ``keras.ops`` with the tie policy of `rankstream.core.sampled_state` (no host read in a
+    compiled update).
 
     ``result()``: for every metric and the estimators ``sampled``, ``minimal_bias`` and
     ``bias_variance`` (each a mean over lists of a per-rank value ``c_r``), the key
-    ``f"{metric}_{estimator}"`` = ``sum_r h_r c_r / N`` (``N = sum_r h_r``, the key ``count``);
-    with ``confidence``, also ``_stderr`` = ``sqrt(sum_r h_r (c_r - mean)^2 / (N - 1) / N)``.
+    ``f"{metric}_{estimator}"`` = ``sum_r h_r c_r / W`` (``W = sum_r h_r``, the key ``count``);
+    with ``confidence``, also ``_stderr`` = ``sqrt(n / (n - 1) sum_r h2_r (c_r - mean)^2) / W``
+    and Student's t interval ``_ci_low``, ``_ci_high`` with ``n - 1`` degrees of freedom
+    (`rankstream.core.uncertainty.t_quantile_xp`).
     The vectors ``c`` are constants of ``(num_items, num_negatives, ks, gamma)`` computed once at
     construction (numpy, ``rankstream.core.sampled``); result() multiplies the histogram by them
-    in ``keras.ops``, the same in every backend and mode. What needs the host (the ``fitted``
-    estimator's maximum-likelihood fit, the t intervals) is :meth:`report`, called eagerly
-    (after ``evaluate``): the full dict of `rankstream.core.sampled_state.SampledRanks.compute`.
+    in ``keras.ops``, the same in every backend and mode. What needs the host, the ``fitted``
+    estimator's maximum-likelihood fit, is :meth:`report`, called eagerly (after ``evaluate``):
+    the full dict of `rankstream.core.sampled_state.SampledRanks.compute`.
 
     Args:
         num_items: the catalog size ``n``.
         num_negatives: ``m``, the negatives sampled per positive.
         ks: cut-offs of hit_rate@k, ndcg@k, mrr@k (default ``(1, 5, 10)``).
         gamma: the bias-variance trade-off in ``[0, 1]`` (default 0.1).
-        confidence: None or a level such as 0.95 (``_stderr`` in result(); intervals in report()).
+        confidence: None or a level such as 0.95 (``_stderr``, ``_ci_low``, ``_ci_high``).
         ties: ``"realistic"`` (default), ``"optimistic"`` or ``"pessimistic"``.
         name, dtype: Keras'.
     """
@@ -88,12 +95,13 @@ class SampledRankMetrics(keras.metrics.Metric):
         self._values = np.concatenate(values, axis=1)
         self._state_dtype = "float64" if x64_enabled() else "float32"
         size = (self.num_negatives + 1,)
-        self._hist = self.add_variable(size, "zeros", self._state_dtype, aggregation="sum", name="histogram")
-        self._invalid = self.add_variable((), "zeros", self._state_dtype, aggregation="sum", name="invalid")
+        dt = self._state_dtype
+        self._hist = self.add_variable(size, "zeros", dt, aggregation="sum", name="histogram")
+        self._squares = self.add_variable(size, "zeros", dt, aggregation="sum", name="squares")
+        self._lists = self.add_variable((), "zeros", dt, aggregation="sum", name="lists")
+        self._invalid = self.add_variable((), "zeros", dt, aggregation="sum", name="invalid")
 
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
-        if sample_weight is not None:
-            raise ValueError(f"{self.name}: sample_weight is not supported (one list, one count), got one")
         if symbolic():
             return
         dt = self._state_dtype
@@ -110,20 +118,31 @@ class SampledRankMetrics(keras.metrics.Metric):
                 f"{self.name}: y_true must hold one index per row of y_pred, got {tuple(index.shape)}"
             )
         o, p, bad = candidate_ranks(K.cast(scores, dt), index, self.ties, K)
+        w = K.ones_like(index) if sample_weight is None else K.cast(K.convert_to_tensor(sample_weight), dt)
+        if sample_weight is not None:
+            w = K.reshape(w, (-1,))
+            if w.shape[0] is not None and index.shape[0] is not None and w.shape[0] != index.shape[0]:
+                raise ValueError(
+                    f"{self.name}: sample_weight must hold one weight per row of y_pred, got {tuple(w.shape)}"
+                )
+            bad = K.logical_or(bad, K.logical_not(K.logical_and(K.isfinite(w), w >= 0)))
         if not is_tracing(scores) and bool(K.convert_to_numpy(K.any(bad))):
             raise ValueError(
-                f"{self.name}: y_true must index the positive in 0..{width - 1} and y_pred hold no NaN; "
+                f"{self.name}: y_true must index the positive in 0..{width - 1}, y_pred hold no NaN and "
+                f"sample_weight be finite and >= 0; "
                 f"{int(K.convert_to_numpy(K.sum(K.cast(bad, 'int32'))))} bad rows of {scores.shape[0]}"
             )
-        keep = K.cast(K.logical_not(bad), dt)  # a bad row (compiled: not raised) adds nothing
+        w = K.where(bad, K.zeros_like(w), w)  # a bad row (compiled: not raised) adds nothing
         o, p = K.where(bad, K.ones_like(o), o), K.where(bad, K.ones_like(p), p)
-        hist = batch_histogram(o, p, self.num_negatives, K, weights=keep, dtype=dt)
-        self._hist.assign_add(K.cast(hist, dt))
-        self._invalid.assign_add(K.sum(1.0 - keep))
+        m = self.num_negatives
+        self._hist.assign_add(K.cast(batch_histogram(o, p, m, K, weights=w, dtype=dt), dt))
+        self._squares.assign_add(K.cast(batch_histogram(o, p, m, K, weights=w * w, dtype=dt), dt))
+        self._lists.assign_add(K.sum(K.cast(w > 0, dt)))
+        self._invalid.assign_add(K.sum(K.cast(bad, dt)))
 
     def reset_state(self) -> None:
-        self._hist.assign(K.zeros(self._hist.shape, dtype=self._state_dtype))
-        self._invalid.assign(K.zeros((), dtype=self._state_dtype))
+        for v in (self._hist, self._squares, self._lists, self._invalid):
+            v.assign(K.zeros(v.shape, dtype=self._state_dtype))
 
     def result(self) -> dict[str, Any]:
         """The linear estimators (class docstring) in ``keras.ops``, the same in every mode: NaN
@@ -139,19 +158,23 @@ class SampledRankMetrics(keras.metrics.Metric):
         mean = K.where(usable, K.sum(column * c, axis=0) / safe_total, nan)
         out = {key: mean[j] for j, key in enumerate(self._keys)}
         if self.confidence is not None:
-            ss = K.sum(column * K.square(c - K.reshape(mean, (1, -1))), axis=0)
-            more = K.logical_and(usable, total > 1)
-            dof = K.where(more, total - 1.0, K.ones_like(total))
-            var = ss / dof / safe_total  # K.where, not K.maximum: Keras' torch maximum is float32
+            squares = K.reshape(K.convert_to_tensor(self._squares), (-1, 1))
+            ss = K.sum(squares * K.square(c - K.reshape(mean, (1, -1))), axis=0)
+            n = K.convert_to_tensor(self._lists)
+            more = K.logical_and(usable, n > 1)
+            dof = K.where(more, n - 1.0, K.ones_like(n))
+            var = n / dof * ss / (safe_total * safe_total)  # K.where, not K.maximum (torch: float32)
             stderr = K.where(more, K.sqrt(K.where(var > 0, var, K.zeros_like(var))), nan)
-            out.update({f"{key}_stderr": stderr[j] for j, key in enumerate(self._keys)})
+            half = t_quantile_xp(self.confidence, K.where(more, n - 1.0, K.zeros_like(n)), K) * stderr
+            for name, got in (("stderr", stderr), ("ci_low", mean - half), ("ci_high", mean + half)):
+                out.update({f"{key}_{name}": got[j] for j, key in enumerate(self._keys)})
         out["count"] = total
         return out
 
     def report(self) -> dict[str, float]:
         """Eagerly, on the host: every metric under every estimator with intervals, the dict of
-        `rankstream.core.sampled_state.SampledRanks.compute` (the ``fitted`` estimate, t
-        intervals); a ``ValueError`` while invalid rows are counted, ``NotComputableError``
+        `rankstream.core.sampled_state.SampledRanks.compute` (result()'s keys and the ``fitted``
+        estimate); a ``ValueError`` while invalid rows are counted, ``NotComputableError``
         before any list."""
         if is_tracing(self._hist.value):
             raise RuntimeError(
@@ -161,9 +184,13 @@ class SampledRankMetrics(keras.metrics.Metric):
         invalid = float(K.convert_to_numpy(self._invalid))
         if invalid > 0:
             raise ValueError(f"{self.name}: {invalid:g} invalid rows were counted; reset_state() first")
-        hist = np.asarray(K.convert_to_numpy(self._hist), dtype=np.float64)
+        hist, squares, lists = (np.asarray(K.convert_to_numpy(v), dtype=np.float64) for v in self._sums)
         core = self._core
-        return report(hist, core.num_items, core.ks, core.gamma, core.confidence)
+        return report(hist, core.num_items, core.ks, core.gamma, core.confidence, squares, float(lists))
+
+    @property
+    def _sums(self) -> tuple[Any, Any, Any]:
+        return self._hist, self._squares, self._lists
 
     def get_config(self) -> dict[str, Any]:
         base = super().get_config()

@@ -246,16 +246,26 @@ def estimator_moments(
     return mean, var, mean - np.asarray(truth, dtype=np.float64).reshape(mean.shape)
 
 
-def histogram_mean(histogram: Any, values: Any, confidence: float | None = None) -> dict[str, np.ndarray]:
-    """The mean over lists of ``c_{r_i}`` from the histogram ``h`` of sampled ranks:
-    ``sum_r h_r c_r / N`` (``N = sum h``), per column of ``values`` (``(m + 1, F)``). With a
-    ``confidence`` level, also ``stderr = sqrt(N / (N - 1) sum_r h_r (c_r - mean)^2) / N`` (the
-    sample standard deviation of the per-list values over ``sqrt(N)``), Student's ``t`` interval
-    ``ci_low``, ``ci_high`` with ``N - 1`` degrees of freedom, and ``count`` (``N``). The
+def histogram_mean(
+    histogram: Any,
+    values: Any,
+    confidence: float | None = None,
+    squares: Any = None,
+    lists: float | None = None,
+) -> dict[str, np.ndarray]:
+    """The weighted mean over lists of ``c_{r_i}`` from the histogram ``h`` of sampled ranks
+    (sums of list weights): ``sum_r h_r c_r / W`` (``W = sum h``), per column of ``values``
+    (``(m + 1, F)``). With a ``confidence`` level, also the ratio estimator's standard error
+    ``stderr = sqrt(n / (n - 1) sum_r h2_r (c_r - mean)^2) / W`` (``h2 = squares``, the histogram
+    of squared weights; ``n = lists``; unit weights by default: ``h2 = h``, ``n = W``, the
+    sample standard deviation of the per-list values over ``sqrt(n)``), Student's ``t`` interval
+    ``ci_low``, ``ci_high`` with ``n - 1`` degrees of freedom, and ``count`` (``W``). The
     interval is for the estimator's sampling variance only, not for its bias."""
     h = np.asarray(histogram, dtype=np.float64)
     c = np.asarray(values, dtype=np.float64)
+    h2 = h if squares is None else np.asarray(squares, dtype=np.float64)
     total = h.sum()
+    n = np.float64(total if lists is None else lists)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = (h @ c) / total
     out = {"value": mean}
@@ -263,10 +273,10 @@ def histogram_mean(histogram: Any, values: Any, confidence: float | None = None)
         from rankstream.core.uncertainty import interval, t_quantile
 
         with np.errstate(invalid="ignore", divide="ignore"):
-            ss = h @ (c - mean) ** 2
-            var = np.where(total > 1, ss / (total - 1.0) / total, np.nan)
+            ss = h2 @ (c - mean) ** 2
+            var = np.where(n > 1, n / (n - 1.0) * ss / (total * total), np.nan)
         stderr = np.sqrt(np.maximum(var, 0.0))
-        low, high = interval(mean, stderr, t_quantile(confidence, total - 1.0))
+        low, high = interval(mean, stderr, t_quantile(confidence, n - 1.0))
         out.update(stderr=stderr, ci_low=low, ci_high=high, count=np.full_like(mean, total))
     return out
 
@@ -390,17 +400,21 @@ def estimates(
     specs: tuple[MetricSpec, ...],
     gamma: float = DEFAULT_GAMMA,
     confidence: float | None = None,
+    squares: Any = None,
+    lists: float | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Every estimator of every metric from the histogram of sampled ranks ``h`` (``m + 1``
-    counts): ``{metric key: {estimator: {"value": ..., [stderr, ci_low, ci_high, count]}}}``.
-    ``fitted`` never has an interval (its sampling distribution is not a plain mean's)."""
+    sums of list weights; ``squares`` and ``lists`` as in :func:`histogram_mean`):
+    ``{metric key: {estimator: {"value": ..., [stderr, ci_low, ci_high, count]}}}``.
+    ``fitted`` never has an interval (its sampling distribution is not a plain mean's); with
+    weights it maximises the weighted log-likelihood."""
     h = np.asarray(histogram, dtype=np.float64)
     m = h.size - 1
     d = design(int(num_items), m, tuple(specs))
     per_estimator = {
-        "sampled": histogram_mean(h, sampled_values(specs, m), confidence),
-        "minimal_bias": histogram_mean(h, minimal_bias_values(d), confidence),
-        "bias_variance": histogram_mean(h, bias_variance_values(d, gamma), confidence),
+        "sampled": histogram_mean(h, sampled_values(specs, m), confidence, squares, lists),
+        "minimal_bias": histogram_mean(h, minimal_bias_values(d), confidence, squares, lists),
+        "bias_variance": histogram_mean(h, bias_variance_values(d, gamma), confidence, squares, lists),
     }
     fitted = fitted_values(num_items, specs, fit_beta_binomial(h))
     out: dict[str, dict[str, dict[str, Any]]] = {}

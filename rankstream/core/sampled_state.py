@@ -140,6 +140,18 @@ def check_scores(pos_scores: Any, neg_scores: Any, num_negatives: int) -> tuple[
     return pos, neg
 
 
+def check_weights(weights: Any, rows: int) -> np.ndarray:
+    """List weights as a float64 ``(rows,)`` array of finite values ``>= 0``; a ``ValueError``
+    naming ``weights`` and echoing what came in otherwise."""
+    w = _host(weights, "weights").astype(np.float64)
+    if w.shape != (rows,):
+        raise ValueError(f"weights must have shape ({rows},), one per list, got {w.shape}")
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        raise ValueError(f"weights must be finite and >= 0, got {w[bad][:5].tolist()} ({int(bad.sum())} bad)")
+    return w
+
+
 def check_ks(ks: Any) -> tuple[int, ...]:
     """The cut-offs as a tuple of positive ints (a ``ValueError`` naming ``ks`` otherwise)."""
     given = (ks,) if isinstance(ks, (int, np.integer)) else tuple(ks) if isinstance(ks, Sequence) else None
@@ -164,7 +176,9 @@ def flat_report(nested: dict[str, dict[str, dict[str, Any]]]) -> dict[str, float
 class SampledRanks:
     """Sampled evaluation with corrected estimates of the full-catalog metrics.
 
-    The state is the histogram of sampled ranks (``m + 1`` sums). ``compute()`` returns, for
+    The state is the histogram of sampled ranks ``h`` (``m + 1`` sums of list weights), the
+    histogram of squared weights ``h2`` (``squares``) and the number of lists with a positive
+    weight (``lists``); with unit weights ``h2 = h`` and ``lists = sum h``. ``compute()`` returns, for
     every metric (``hit_rate@k`` = Recall@k, ``ndcg@k``, ``mrr@k`` for each ``k`` of ``ks``;
     ``mrr``, ``ap`` (= ``mrr`` with one relevant item), ``mean_rank``) and every estimator
     (``sampled``: the metric of the sampled rank; ``minimal_bias`` and ``bias_variance``:
@@ -206,26 +220,34 @@ class SampledRanks:
         if ties not in TIES:
             raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
         self.ties = ties
-        self.histogram = np.zeros(self.num_negatives + 1)
+        self.reset()
 
     def reset(self) -> None:
-        """Zero the histogram."""
+        """Zero the state."""
         self.histogram = np.zeros(self.num_negatives + 1)
+        self.squares = np.zeros(self.num_negatives + 1)
+        self.lists = 0.0
 
-    def batch(self, ranks_or_pos_scores: Any, neg_scores: Any = None) -> np.ndarray:
-        """One batch's histogram (the state is not touched): from sampled ranks ``(B,)``, or
-        from ``pos_scores (B,)`` and ``neg_scores (B, m)`` with the tie policy."""
+    def batch(self, ranks_or_pos_scores: Any, neg_scores: Any = None, weights: Any = None) -> np.ndarray:
+        """One batch's state as one vector ``[h (m + 1), h2 (m + 1), lists]`` (the state is not
+        touched; :func:`split_state` splits it): from sampled ranks ``(B,)``, or from
+        ``pos_scores (B,)`` and ``neg_scores (B, m)`` with the tie policy; ``weights`` ``(B,)``
+        finite and ``>= 0`` (default 1: each list counts once). A list of weight ``w`` puts
+        ``w / (p - o + 1)`` on each rank of ``o..p`` in ``h`` and ``w^2 / (p - o + 1)`` in ``h2``."""
         m = self.num_negatives
         if neg_scores is None:
-            r = check_ranks(ranks_or_pos_scores, m)
-            return batch_histogram(r, r, m)
-        o, p = score_ranks(*check_scores(ranks_or_pos_scores, neg_scores, m), self.ties)
-        return batch_histogram(o, p, m)
+            o = p = check_ranks(ranks_or_pos_scores, m)
+        else:
+            o, p = score_ranks(*check_scores(ranks_or_pos_scores, neg_scores, m), self.ties)
+        w = np.ones(o.shape[0]) if weights is None else check_weights(weights, o.shape[0])
+        h, h2 = batch_histogram(o, p, m, weights=w), batch_histogram(o, p, m, weights=w * w)
+        return np.concatenate([h, h2, [float(np.count_nonzero(w))]])
 
-    def update(self, ranks_or_pos_scores: Any, neg_scores: Any = None) -> SampledRanks:
+    def update(self, ranks_or_pos_scores: Any, neg_scores: Any = None, weights: Any = None) -> SampledRanks:
         """Add a batch (see :meth:`batch`); an empty batch is a no-op, a bad one raises and
         leaves the state as it was."""
-        self.histogram = self.histogram + self.batch(ranks_or_pos_scores, neg_scores)
+        h, h2, lists = split_state(self.batch(ranks_or_pos_scores, neg_scores, weights), self.num_negatives)
+        self.histogram, self.squares, self.lists = self.histogram + h, self.squares + h2, self.lists + lists
         return self
 
     def merge(self, other: SampledRanks) -> SampledRanks:
@@ -239,12 +261,22 @@ class SampledRanks:
                 f"num_negatives={self.num_negatives}"
             )
         self.histogram = self.histogram + other.histogram
+        self.squares, self.lists = self.squares + other.squares, self.lists + other.lists
         return self
 
     def compute(self) -> dict[str, float]:
         """Every metric under every estimator (class docstring); ``NotComputableError`` before
         any list."""
-        return report(self.histogram, self.num_items, self.ks, self.gamma, self.confidence)
+        return report(
+            self.histogram, self.num_items, self.ks, self.gamma, self.confidence, self.squares, self.lists
+        )
+
+
+def split_state(vector: Any, num_negatives: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(h, h2, lists)`` of a state vector ``[h (m + 1), h2 (m + 1), lists]``."""
+    v = np.asarray(vector, dtype=np.float64)
+    m1 = int(num_negatives) + 1
+    return v[:m1], v[m1 : 2 * m1], float(v[2 * m1])
 
 
 def report(
@@ -253,12 +285,16 @@ def report(
     ks: Sequence[int],
     gamma: float = DEFAULT_GAMMA,
     confidence: float | None = None,
+    squares: Any = None,
+    lists: float | None = None,
 ) -> dict[str, float]:
-    """The flat report of :meth:`SampledRanks.compute` from a histogram (what adapters call)."""
+    """The flat report of :meth:`SampledRanks.compute` from a histogram (what adapters call);
+    ``squares`` and ``lists`` of weighted lists (default: unit weights, ``squares = histogram``,
+    ``lists = sum(histogram)``). ``count`` is the sum of the weights."""
     h = np.asarray(histogram, dtype=np.float64)
     if not h.sum() > 0:
         raise NotComputableError("sampled ranks: no list has been seen; update with at least one")
-    out = flat_report(estimates(h, num_items, metric_specs(ks), gamma, confidence))
+    out = flat_report(estimates(h, num_items, metric_specs(ks), gamma, confidence, squares, lists))
     out["count"] = float(h.sum())
     return out
 
@@ -270,10 +306,20 @@ def sampled_rank_metrics(
     ks: int | Sequence[int] = (1, 5, 10),
     gamma: float = DEFAULT_GAMMA,
     confidence: float | None = None,
+    weights: Any = None,
 ) -> dict[str, float]:
     """PyKEEN-style: every metric x estimator (:class:`SampledRanks`) of an array of sampled
-    ranks ``(num_lists,)`` in ``1..num_negatives + 1``."""
-    return SampledRanks(num_items, num_negatives, ks, gamma, confidence).update(ranks).compute()
+    ranks ``(num_lists,)`` in ``1..num_negatives + 1`` (``weights`` one per list, default 1)."""
+    state = SampledRanks(num_items, num_negatives, ks, gamma, confidence)
+    return state.update(ranks, weights=weights).compute()
 
 
-__all__ = ["ESTIMATORS", "TIES", "SampledRanks", "batch_histogram", "report", "sampled_rank_metrics"]
+__all__ = [
+    "ESTIMATORS",
+    "TIES",
+    "SampledRanks",
+    "batch_histogram",
+    "report",
+    "sampled_rank_metrics",
+    "split_state",
+]

@@ -41,10 +41,10 @@ def naive_histogram(x: np.ndarray, y: np.ndarray, ties: str) -> np.ndarray:
     return h
 
 
-def core_report(x: np.ndarray, y: np.ndarray, ties: str, **kw) -> dict[str, float]:
+def core_report(x: np.ndarray, y: np.ndarray, ties: str, weights=None, **kw) -> dict[str, float]:
     pos = x[np.arange(len(y)), y]
     neg = np.stack([np.delete(row, i) for row, i in zip(x, y, strict=True)])
-    return SampledRanks(N, M, ties=ties, **kw).update(pos, neg).compute()
+    return SampledRanks(N, M, ties=ties, **kw).update(pos, neg, weights=weights).compute()
 
 
 def identity_model() -> keras.Model:
@@ -63,8 +63,8 @@ def test_compiled_evaluate_equals_core(ties: str) -> None:
     )
     want = core_report(x, y, ties, ks=(1, 3), confidence=0.9)
     keys = [k for k in out if k != "loss"]
-    assert "count" in keys and "ndcg@3_bias_variance_stderr" in keys
-    assert not any("fitted" in k or "ci_" in k for k in keys)  # host-only: report()
+    assert "count" in keys and "ndcg@3_bias_variance_stderr" in keys and "mrr_sampled_ci_low" in keys
+    assert not any("fitted" in k for k in keys)  # host-only: report()
     for key in keys:
         np.testing.assert_allclose(float(out[key]), want[key], rtol=RTOL, atol=ATOL, err_msg=key)
     # eagerly after evaluate: the full core report from the same state
@@ -72,6 +72,28 @@ def test_compiled_evaluate_equals_core(ties: str) -> None:
     assert full.keys() == want.keys()
     for key in want:
         np.testing.assert_allclose(full[key], want[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_compiled_evaluate_with_sample_weights_equals_core() -> None:
+    """Weights of 0, 0.5, 1, 2 and 3 (exact in float32): the weighted histogram, its squares, the
+    number of weighted lists and the report against the core's weighted state."""
+    x, y = data(40, 11)
+    w = np.random.default_rng(11).choice([0.0, 0.5, 1.0, 2.0, 3.0], size=40).astype("float32")
+    metric = SampledRankMetrics(N, M, ks=(2,), confidence=0.95)
+    model = identity_model()  # Keras passes sample_weight to weighted_metrics, not to metrics
+    model.compile(loss=lambda a, b: keras.ops.mean(b) * 0.0, weighted_metrics=[metric], jit_compile=JIT)
+    out = model.evaluate(x, y, sample_weight=w, batch_size=16, return_dict=True, verbose=0)
+    want = core_report(x, y, "realistic", weights=w, ks=(2,), confidence=0.95)
+    assert float(out["count"]) == pytest.approx(w.sum())
+    assert float(keras.ops.convert_to_numpy(metric._lists)) == np.count_nonzero(w)
+    for key in (k for k in out if k != "loss"):
+        np.testing.assert_allclose(float(out[key]), want[key], rtol=RTOL, atol=ATOL, err_msg=key)
+    # weight 0 is a list left out: the same as the core without those rows
+    keep = w > 0
+    dropped = core_report(x[keep], y[keep], "realistic", weights=w[keep], ks=(2,), confidence=0.95)
+    np.testing.assert_allclose(
+        metric.report()["ndcg@2_bias_variance_ci_high"], dropped["ndcg@2_bias_variance_ci_high"], rtol=1e-5
+    )
 
 
 def test_eager_updates_merge_batches_and_bad_input_leaves_state() -> None:
@@ -91,6 +113,9 @@ def test_eager_updates_merge_batches_and_bad_input_leaves_state() -> None:
     for yt, yp, match in bad:
         with pytest.raises(ValueError, match=match):
             metric.update_state(yt, yp)
+    for weights in (np.array([1.0, -1.0]), np.array([np.nan, 1.0]), np.ones(3)):
+        with pytest.raises(ValueError, match="sample_weight"):
+            metric.update_state(y[:2], x[:2], sample_weight=weights)
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(metric._hist), before)
     got = {k: float(v) for k, v in metric.result().items()}
     want = core_report(x, y, "realistic", ks=2)
