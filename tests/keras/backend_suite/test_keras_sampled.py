@@ -17,8 +17,8 @@ from rankstream.keras import SampledRankMetrics
 BACKEND = keras.backend.backend()
 JIT = BACKEND in ("jax", "tensorflow")  # torch's jit_compile is torch.compile: minutes to build
 N, M = 40, 5
-# float32 state (JAX without x64): the minimal-bias values reach ~1e2 with cancellation
-RTOL, ATOL = (1e-9, 1e-10) if x64_enabled() else (2e-4, 2e-3)
+# float32 state (JAX without x64): per-rank values up to 40 (minimal bias, mean rank) summed in float32
+RTOL, ATOL = (1e-9, 1e-10) if x64_enabled() else (1e-5, 1e-5)
 
 
 def data(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
