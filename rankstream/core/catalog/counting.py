@@ -43,6 +43,8 @@ class CatalogCounts:
         exact: ``(Q, M)`` each slot's score as its own chunk computed it (NaN: not in these items).
         excluded: ``(Q,)`` excluded items among these items.
         items: the number of items counted.
+        tied, before: ``(Q, M)`` the kept scores already compared with the exact ones (tied with
+            the slot, and tied before its item; :meth:`settle`), None while none was.
     """
 
     above: np.ndarray
@@ -50,6 +52,8 @@ class CatalogCounts:
     excluded: np.ndarray
     items: int
     kept: list[tuple[np.ndarray, ...]] = field(default_factory=list)
+    tied: np.ndarray | None = None
+    before: np.ndarray | None = None
 
     def merge(self, other: CatalogCounts) -> CatalogCounts:
         """The counts over both sets of items (disjoint shards of the catalog)."""
@@ -60,8 +64,29 @@ class CatalogCounts:
         exact = np.where(np.isnan(self.exact), other.exact, self.exact)
         return CatalogCounts(
             self.above + other.above, exact, self.excluded + other.excluded, self.items + other.items,
-            self.kept + other.kept,
+            self.kept + other.kept, _add(self.tied, other.tied), _add(self.before, other.before),
         )  # fmt: skip
+
+    def settle(self, ids: np.ndarray, present: np.ndarray, exact: np.ndarray) -> CatalogCounts:
+        """These counts with every kept score compared with ``exact`` ``(Q, M)`` (each slot's score
+        as its own chunk computed it, wherever that chunk was): above, tied, tied before. The
+        result keeps nothing aside, so its arrays add over shards (an all-reduce SUM)."""
+        q, m = self.above.shape
+        above = self.above.astype(np.float64)
+        tied = np.zeros((q, m)) if self.tied is None else self.tied.copy()
+        before = np.zeros((q, m)) if self.before is None else self.before.copy()
+        if self.kept:
+            qq, cc, v, item, w = (np.concatenate(parts) for parts in zip(*self.kept, strict=True))
+            keep = present[qq, cc]
+            qq, cc, v, item, w = qq[keep], cc[keep], v[keep], item[keep], w[keep]
+            t, own = exact[qq, cc], ids[qq, cc]
+            flat = qq * m + cc
+            size = q * m
+            above += np.bincount(flat, weights=w * (v > t), minlength=size).reshape(q, m)
+            equal = (v == t) & (item != own)
+            tied += np.bincount(flat, weights=w * equal, minlength=size).reshape(q, m)
+            before += np.bincount(flat, weights=w * (equal & (item < own)), minlength=size).reshape(q, m)
+        return CatalogCounts(above, exact, self.excluded, self.items, [], tied, before)
 
     def resolve(
         self, ids: np.ndarray, present: np.ndarray, num_items: int, approx: np.ndarray, band: np.ndarray
@@ -86,23 +111,14 @@ class CatalogCounts:
                 f"in its chunk and {approx[q, c]!r} alone: the score of an item must not depend on the "
                 "other items scored with it (beyond rounding)"
             )
-        q, m = self.above.shape
-        above = self.above.astype(np.float64)
-        tied = np.zeros((q, m))
-        before = np.zeros((q, m))
-        if self.kept:
-            qq, cc, v, item, w = (np.concatenate(parts) for parts in zip(*self.kept, strict=True))
-            keep = present[qq, cc]
-            qq, cc, v, item, w = qq[keep], cc[keep], v[keep], item[keep], w[keep]
-            t, own = self.exact[qq, cc], ids[qq, cc]
-            flat = qq * m + cc
-            size = q * m
-            above += np.bincount(flat, weights=w * (v > t), minlength=size).reshape(q, m)
-            equal = (v == t) & (item != own)
-            tied += np.bincount(flat, weights=w * equal, minlength=size).reshape(q, m)
-            before += np.bincount(flat, weights=w * (equal & (item < own)), minlength=size).reshape(q, m)
+        done = self.settle(ids, present, self.exact)
+        above, tied, before = done.above, done.tied, done.before
         n = num_items - self.excluded.astype(np.float64)
         return above, tied, before, n
+
+
+def _add(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    return a if b is None else b if a is None else a + b
 
 
 def count_shard(
