@@ -68,6 +68,7 @@ __all__ = [
     "CatalogCounts",
     "CatalogMetrics",
     "catalog_metrics",
+    "catalog_sums",
     "make_scorer",
     "prepare",
     "rank_types",
@@ -169,6 +170,28 @@ def rank_types(ranks: RelevantRanks) -> dict[str, np.ndarray]:
     }
 
 
+def catalog_sums(
+    collection: ListMetrics, scorer: Any, queries: Any, relevant: Any, *, grades: Any = None,
+    exclude: Any = None, sample_weight: Any = None, ties: str = "first", generator: Any = None,
+    chunk_size: int | None = None, memory: int | None = None,
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """The state sums (by field) that one batch adds to ``collection``'s state: checked, counted
+    over the catalog of ``scorer`` (:func:`make_scorer`), ranked, reduced by each kernel. An
+    empty batch gives no sums (an empty mapping)."""
+    batch = _prepare(scorer, queries, relevant, grades, exclude)
+    if batch.num_queries == 0:
+        return {}
+    weights = None
+    if sample_weight is not None:
+        weights = np.asarray(getattr(sample_weight, "numpy", lambda: sample_weight)(), np.float64).reshape(-1)
+        if weights.shape[0] != batch.num_queries or not np.all(np.isfinite(weights) & (weights >= 0)):
+            got = weights.tolist()[:8]
+            raise ValueError(f"sample_weight must hold {batch.num_queries} finite weights >= 0, got {got}")
+    counts = batch.count_all(chunk_size, memory)
+    ranks = batch.ranks(counts, ties=ties, generator=generator)
+    return collection_sums(collection, ranks, weights)
+
+
 class CatalogMetrics:
     """List metrics over a whole catalog, streamed: ``update`` per batch of queries, ``compute``.
 
@@ -229,22 +252,11 @@ class CatalogMetrics:
         sample_weight: Any = None,
     ) -> CatalogMetrics:
         """Add one batch of queries; on error nothing is added. An empty batch is a no-op."""
-        batch = _prepare(self.scorer, queries, relevant, grades, exclude)
-        if batch.num_queries == 0:
-            return self
-        weights = None
-        if sample_weight is not None:
-            weights = np.asarray(
-                getattr(sample_weight, "numpy", lambda: sample_weight)(), np.float64
-            ).reshape(-1)
-            if weights.shape[0] != batch.num_queries or not np.all(np.isfinite(weights) & (weights >= 0)):
-                got = weights.tolist()[:8]
-                raise ValueError(
-                    f"sample_weight must hold {batch.num_queries} finite weights >= 0, got {got}"
-                )
-        counts = batch.count_all(self.chunk_size, self.memory)
-        ranks = batch.ranks(counts, ties=self.ties, generator=self._rng)
-        sums = collection_sums(self.collection, ranks, weights)
+        sums = catalog_sums(
+            self.collection, self.scorer, queries, relevant, grades=grades, exclude=exclude,
+            sample_weight=sample_weight, ties=self.ties, generator=self._rng, chunk_size=self.chunk_size,
+            memory=self.memory,
+        )  # fmt: skip
         for name, value in sums.items():
             self.state.sums[name] += value
         return self

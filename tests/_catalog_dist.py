@@ -129,6 +129,31 @@ def query_split(rank: int, world: int) -> dict[str, Any]:
     return _jsonable(all_reduce_state(cm.state).compute())
 
 
+def ignite_query_split(rank: int, world: int) -> dict[str, Any]:
+    """rankstream.ignite.CatalogMetrics through an Engine per rank over its queries (a rank with
+    none computes a fresh metric, as ignite requires); ``compute`` all-reduces (idist SUM)."""
+    from ignite.engine import Engine
+
+    from rankstream.ignite import CatalogMetrics
+
+    d = data()
+    b = d["batches"][0]
+    rows = list(QUERY_SPLIT[world][rank])
+    metric = CatalogMetrics(NAMES, d["items"], chunk_size=6, ties=CONV["ties"], confidence=CONV["confidence"])
+    outputs = [
+        (b["queries"][part], [b["relevant"][i] for i in part], {"exclude": [b["exclude"][i] for i in part],
+         "grades": [b["grades"][i] for i in part]})
+        for part in (rows[:2], rows[2:]) if part
+    ]  # fmt: skip
+    if not outputs:
+        metric.reset()
+        return _jsonable(metric.compute())
+    engine = Engine(lambda e, batch: batch)
+    metric.attach(engine, "catalog")
+    metrics = engine.run(outputs).metrics
+    return _jsonable({k: v for k, v in metrics.items() if k != "catalog"})
+
+
 def worker(local_rank: int, world: int, out: str) -> None:
     import ignite.distributed as idist
 
@@ -138,9 +163,7 @@ def worker(local_rank: int, world: int, out: str) -> None:
     rank = idist.get_rank()
     res = scenarios(rank, world, sum_over_processes())
     res["query_split"] = query_split(rank, world)
-    extra = globals().get("EXTRA_SCENARIOS", {})
-    for name, fn in extra.items():
-        res[name] = _attempt(lambda fn=fn: fn(rank, world))
+    res["ignite"] = _attempt(lambda: ignite_query_split(rank, world))
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(res, f)
 

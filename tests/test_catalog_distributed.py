@@ -18,9 +18,9 @@ from rankstream.catalog import CatalogMetrics
 pytestmark = pytest.mark.filterwarnings("ignore::rankstream.SwappedInputsWarning")
 
 
-def dense(batches, items, **conv):
+def dense(batches, items, defaults=None, **conv):
     """ListMetrics on the materialised matrices of the batches, excluded items masked."""
-    state = State(ListMetrics(NAMES, **conv))
+    state = State(ListMetrics(NAMES, defaults, **conv))
     for b in batches:
         scores = b["queries"].astype(np.float64) @ items.T.astype(np.float64)
         labels = np.zeros(scores.shape)
@@ -49,6 +49,15 @@ def expected():
     return quantised, floats, first
 
 
+def ignite_expected():
+    """rankstream.ignite.ListMetrics's defaults on the materialised matrix of the first batch."""
+    from rankstream.adapters.ignite_lists import PEER_DEFAULTS
+
+    d = data()
+    b = d["batches"][0]
+    return dense([b], d["items"], PEER_DEFAULTS, ties=CONV["ties"], confidence=CONV["confidence"])
+
+
 def check_ranks(results, world):
     quantised, floats, first = expected()
     for rank, res in enumerate(results):
@@ -72,8 +81,11 @@ def test_gloo_processes_equal_one_process(world):
     results = run_world(world)
     check_ranks(results, world)
     quantised_first = expected()[2]
-    for res in results:  # queries split: the states all-reduced
+    for res in results:  # queries split: the states all-reduced, and the Ignite metric's idist SUM
         assert_close(res["query_split"], quantised_first)
+        assert "error" not in res["ignite"], res["ignite"]
+        ignite = res["ignite"]
+        assert_close(ignite, ignite_expected())
 
 
 def test_threads_equal_one_process():
