@@ -19,7 +19,8 @@ Timed side by side, interleaved repetitions (:func:`benchmarks.common.interleave
 
 Each is reported as a ratio to the floor, with how far its MRR is from the exact one (the
 top-100 methods miss queries whose first relevant item ranks past 100). The peak extra memory of
-one update (``ru_maxrss`` after minus before, in a fresh process for each case) is measured at
+one update (the peak resident size after minus the resident size before, in a fresh process
+for each case) is measured at
 200,000 and 2,000,000 items (``--quick``: 20,000 and 200,000), with the bytes of the dense
 matrix beside it.
 """
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 
@@ -134,24 +134,30 @@ def run_time(q: int, n: int, d: int, placement: str, repeat: int) -> list[dict]:
     return rows
 
 
-def _rss() -> int:
-    """This process's resident bytes now (Linux ``/proc``; elsewhere its peak so far)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def _status(key: str) -> int:
+    """``VmRSS`` (resident now) or ``VmHWM`` (its peak) of this process, in bytes (Linux)."""
+    with open("/proc/self/status") as f:
+        line = next(ln for ln in f if ln.startswith(key + ":"))
+    return int(line.split()[1]) * 1024
 
 
 def measure_memory(q: int, n: int, d: int, placement: str) -> dict:
-    """In this (fresh) process: the peak RSS an update adds to what the data already took."""
+    """In this (fresh) process: the peak RSS an update adds to what the data already took
+    (``VmHWM`` reset through ``/proc/self/clear_refs`` where allowed, else the peak since the
+    process started: an upper bound). Not ``ru_maxrss``: Linux carries it over ``exec`` from the
+    parent process."""
     torch.set_num_threads(1)
     queries, items, relevant = make_data(q, n, d, placement)
     cm = CatalogMetrics(NAMES, items)
     cm.update(queries[:2], relevant[:2])  # lazy imports and caches, before the baseline
-    before = _rss()  # now; ru_maxrss after: the peak since start (an upper bound)
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the peak to the resident size now
+    except OSError:
+        pass
+    before = _status("VmRSS")
     cm.update(queries, relevant)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    after = _status("VmHWM")
     return {"case": f"{q}x{n}x{d} {placement}", "peak extra MiB": max(after - before, 0) / 2**20,
             "dense matrix MiB": q * n * 4 / 2**20, "chunk": chunk_size(q, n)}  # fmt: skip
 
