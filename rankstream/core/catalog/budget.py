@@ -33,6 +33,10 @@ DENSE_SHARE = 30
 #: rows of a chunk compared with every slot's band edges at a time (slot by slot): a block of
 #: this many rows of a chunk of ~10,000 float32 scores (2.6 MiB) stays in a core's cache
 ROW_BLOCK = 64
+#: chunks between two returns of the C heap's freed pages to the system
+#: (:func:`~rankstream.core.catalog.counting.release_freed`; about 7 MiB of holes per chunk at
+#: 1,024 queries, 4 ms per trim)
+TRIM_EVERY = 8
 #: relative half-width of the band around a relevant score for a user's scorer
 CALLABLE_BAND = 1e-4
 #: the fewest items a chunk holds when the budget allows fewer (one query row of scores)

@@ -25,12 +25,14 @@ where they were counted: their ``(query, item)`` pairs in the chunk count with w
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from rankstream.core.catalog.budget import CANDIDATE_BLOCK, DENSE_SHARE, ROW_BLOCK
+from rankstream.core.catalog.budget import CANDIDATE_BLOCK, DENSE_SHARE, ROW_BLOCK, TRIM_EVERY
 
 
 @dataclass
@@ -166,9 +168,32 @@ def count_shard(
         _count_chunk(scores, a, edges, order, hist, dense, counts, ex)
         counts.excluded += np.bincount(ex[0], minlength=q)
         counts.items += b - a
+        del scores
+        if (a - start) // chunk % TRIM_EVERY == TRIM_EVERY - 1:
+            release_freed()
     rev = torch.flip(torch.cumsum(torch.flip(hist.reshape(q, m + 1), [1]), 1), [1])[:, 1:] + dense
     counts.above[np.arange(q)[:, None], order] = np.rint(rev.numpy()).astype(np.int64)
     return counts
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # glibc
+    except (OSError, AttributeError):
+        return None
+
+
+def release_freed() -> None:
+    """Hand the C heap's freed pages back to the system (glibc's ``malloc_trim``; nothing
+    elsewhere). The chunks' temporaries (candidate arrays of sizes that vary from chunk to chunk)
+    leave holes in the heap that glibc keeps resident: without this, the resident size of one
+    update grew with the number of chunks (2.1 GiB at 2,000,000 items against 0.26 GiB at 200,000,
+    measured by benchmarks/bench_catalog.py); with it (every :data:`TRIM_EVERY` chunks: a trim
+    costs about 4 ms, and the pages it returns fault in again), it stays that of a few chunks."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 class _Edges:
