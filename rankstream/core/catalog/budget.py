@@ -23,13 +23,12 @@ MEMORY_BUDGET = 256 << 20
 BYTES_PER_SCORE = 24
 #: candidates compared with the relevant scores at a time
 CANDIDATE_BLOCK = 1 << 16
-#: a chunk whose 8-byte words holding a candidate, times this, exceed its words times the slots
-#: per query is counted slot by slot (two comparisons per slot over row blocks held in the
-#: cache) instead of candidate by candidate (a gather and two binary searches each). Measured at
-#: 1,024 x 20,000 x 64, 10 relevant items inside each query's top x%: candidates 0.17 / 0.23 /
-#: 0.38 / 0.80 s at 1 / 3 / 10 / 30%, slot by slot 0.26-0.29 s throughout (floor 0.10 s): the
-#: crossover near 5% of the scores as candidates, about a third of the words
-DENSE_SHARE = 30
+#: a chunk whose candidates, times this, exceed its scores times the slots per query is counted
+#: slot by slot (two comparisons per slot over row blocks held in the cache) instead of
+#: candidate by candidate (a gather and two binary searches each): the candidate way costs
+#: about this many times one slot's comparisons per score. Measured at 1,024 x 20,000 x 64
+#: with 10 relevant items inside each query's top x% (see docs/catalog.md)
+DENSE_SHARE = 150
 #: rows of a chunk compared with every slot's band edges at a time (slot by slot): a block of
 #: this many rows of a chunk of ~10,000 float32 scores (2.6 MiB) stays in a core's cache
 ROW_BLOCK = 64

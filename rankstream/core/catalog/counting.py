@@ -317,21 +317,17 @@ def _inside(part: Any, flags: Any, inside: Any, places: Any, r: int, j: int) -> 
 
 def _above_floor(scores: Any, floor: Any, share: int, deepest: int) -> tuple[Any, Any]:
     """``(rows, cols)`` of the scores at or above each row's ``floor``, or ``(None, None)`` where
-    they are too many to take one by one (more than one 8-byte word in ``share / deepest`` holds
-    one). The comparison is written as bytes and read back 8 at a time (a word with no candidate
-    is skipped whole: the positions cost a pass over an eighth of the chunk)."""
+    they are too many to take one by one (more than one score in ``share / deepest``). The
+    comparison's bytes are counted first, then numpy's ``flatnonzero`` of them (its SIMD scan of
+    bytes beat reading them 8 at a time, and ``torch.nonzero``, at every density measured)."""
     import torch
 
     width = scores.shape[1]
-    flag = torch.ge(scores, floor)
-    flat = flag.numpy().reshape(-1)
-    full = flat.shape[0] // 8 * 8
-    words = np.flatnonzero(flat[:full].view(np.uint64))
-    if words.shape[0] * share > max(full // 8, 1) * deepest:
+    flat = torch.ge(scores, floor).numpy().reshape(-1)
+    if np.count_nonzero(flat) * share > flat.shape[0] * deepest:
         return None, None
-    hit_word, hit_byte = np.nonzero(flat[:full].reshape(-1, 8)[words])  # the words' 8 bytes
-    pos = np.concatenate([words[hit_word] * 8 + hit_byte, full + np.flatnonzero(flat[full:])])
-    return torch.from_numpy(pos // width), torch.from_numpy(pos % width)
+    pos = torch.from_numpy(np.flatnonzero(flat))
+    return pos // width, pos % width
 
 
 def _candidates(
@@ -339,17 +335,18 @@ def _candidates(
     rows: Any, cols: Any, weight: Any,
 ) -> None:  # fmt: skip
     """Each candidate ``(rows, cols)`` of the chunk placed among its query's sorted band edges
-    (float64: exact for every score): counted in ``hist`` by the upper edges below it, kept where
-    it lies inside a band."""
+    (in the chunk's dtype, the edges rounded outward: :class:`_Edges`): counted in ``hist`` by
+    the upper edges below it, kept where it lies inside a band."""
     import torch
 
     m = edges.lo.shape[1]
-    values = scores[rows, cols].to(torch.float64)
+    lo, hi = edges.of(scores.dtype)  # rounded outward: the same comparisons in the chunk's dtype
+    values = scores.reshape(-1).index_select(0, rows * scores.shape[1] + cols)
     for s in range(0, int(rows.shape[0]), CANDIDATE_BLOCK):
         part = slice(s, s + CANDIDATE_BLOCK)
         r, c, v, w = rows[part], cols[part], values[part], weight[part]
-        passed = torch.searchsorted(edges.hi[r], v[:, None], right=False)[:, 0]  # upper edges below v
-        inside = torch.searchsorted(edges.lo[r], v[:, None], right=True)[:, 0]  # lower edges <= v
+        passed = torch.searchsorted(hi.index_select(0, r), v[:, None], right=False)[:, 0]  # hi_j < v
+        inside = torch.searchsorted(lo.index_select(0, r), v[:, None], right=True)[:, 0]  # lo_j <= v
         hist.index_add_(0, r * (m + 1) + passed, w)
         span = inside - passed
         if bool((span > 0).any()):
@@ -357,4 +354,5 @@ def _candidates(
             step = torch.arange(pick.shape[0]) - torch.repeat_interleave(torch.cumsum(span, 0) - span, span)
             slot = (passed[pick] + step).numpy()
             rr = r[pick].numpy()
-            counts.kept.append((rr, order[rr, slot], v[pick].numpy(), (c[pick] + a).numpy(), w[pick].numpy()))
+            value = v[pick].double().numpy()
+            counts.kept.append((rr, order[rr, slot], value, (c[pick] + a).numpy(), w[pick].numpy()))
