@@ -56,6 +56,7 @@ SECTIONS = [
     ("PyKEEN's report (3 rank types x head, tail, both) in one metric", "benchmarks.bench_report", {}),
     ("Closed-form statistics (GMR, MRR) vs PyKEEN", "benchmarks.bench_stats", {}),
     ("Query ids: rankstream.torchmetrics vs torchmetrics", "benchmarks.bench_torchmetrics", {}),
+    ("Whole catalog: exact metrics without the score matrix (one thread)", "benchmarks.bench_catalog", {}),
 ]
 
 

@@ -30,9 +30,16 @@ thresholds, list weights). ``chance=True`` is not supported here yet.
 * ``chunk_size=`` items per chunk, or ``memory=`` bytes for one chunk and its temporaries
   (:data:`~rankstream.core.catalog.budget.MEMORY_BUDGET` by default).
 
-For catalogs split over processes, :func:`prepare` a batch, count each shard
-(``batch.count(start, stop)``), :meth:`~rankstream.core.catalog.counting.CatalogCounts.merge` the
-shards' counts, then ``batch.ranks(counts)``: counts add over shards. The rank family (PyKEEN's
+Distributed. Queries split over processes: each process updates its own
+:class:`CatalogMetrics` and the states' sums add
+(``rankstream.distributed.all_reduce_state(cm.state)``, or :meth:`CatalogMetrics.merge`). The
+catalog split over processes: ``CatalogMetrics(..., items=my_shard, shard=(start, stop),
+num_items=N, reduce=sum_over_processes())`` on each, every process updating with the same
+batch; the relevant items' scores and bands come from the process holding each item, and the
+counts are summed before the metric (:mod:`rankstream.core.catalog.shards`). In one process,
+:func:`prepare` a batch, count each shard (``batch.count(start, stop)``),
+:meth:`~rankstream.core.catalog.counting.CatalogCounts.merge` the shards' counts, then
+``batch.ranks(counts)``: counts add over shards. The rank family (PyKEEN's
 optimistic, realistic and pessimistic ranks) comes from :func:`rank_types`; the recommendations
 themselves (each query's best ``k`` ids, ties by the lower id) from :func:`top_k_ids`.
 """
@@ -44,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.catalog import CallableScorer, CatalogBatch, CatalogCounts, EmbeddingScorer
+from rankstream.core.catalog import CallableScorer, CatalogBatch, CatalogCounts, EmbeddingScorer, ShardScorer
 from rankstream.core.catalog import prepare as _prepare
 from rankstream.core.catalog.budget import MEMORY_BUDGET
 from rankstream.core.catalog.budget import chunk_size as budget_chunk
@@ -61,6 +68,7 @@ __all__ = [
     "CatalogCounts",
     "CatalogMetrics",
     "catalog_metrics",
+    "catalog_sums",
     "make_scorer",
     "prepare",
     "rank_types",
@@ -71,37 +79,56 @@ __all__ = [
 
 def make_scorer(
     items: Any = None, score: Callable[[Any, Any], Any] | None = None, num_items: int | None = None,
-    similarity: str = "dot",
-) -> EmbeddingScorer | CallableScorer:  # fmt: skip
+    similarity: str = "dot", shard: tuple[int, int] | None = None,
+    reduce: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> EmbeddingScorer | CallableScorer | ShardScorer:  # fmt: skip
     """The scorer of a catalog: ``items`` embeddings (with ``similarity``), or ``score`` with
-    ``num_items``; exactly one of the two."""
+    ``num_items``; exactly one of the two. With ``shard=(start, stop)`` this process holds the
+    items ``[start, stop)`` of a catalog of ``num_items`` (``items`` then holds their embeddings
+    only; ``score`` is called with their global ids) and ``reduce`` sums arrays over processes."""
     if (items is None) == (score is None):
         raise ValueError("give the catalog as items= (embeddings) or as score= with num_items=, exactly one")
-    if items is not None:
-        return EmbeddingScorer(items, similarity)
-    return CallableScorer(score, num_items)  # type: ignore[arg-type]
+    if shard is None:
+        if reduce is not None:
+            raise ValueError("reduce= is for a catalog split over processes: give shard=(start, stop) too")
+        if items is not None:
+            return EmbeddingScorer(items, similarity)
+        return CallableScorer(score, num_items)  # type: ignore[arg-type]
+    if not isinstance(shard, (tuple, list)) or len(shard) != 2:
+        raise ValueError(f"shard must be (start, stop), the items this process holds, got {shard!r}")
+    if num_items is None or reduce is None:
+        raise ValueError(
+            "a catalog split over processes (shard=) needs num_items= (the whole catalog's size) and "
+            "reduce= (a SUM over processes, e.g. rankstream.distributed.sum_over_processes())"
+        )
+    inner = EmbeddingScorer(items, similarity) if items is not None else CallableScorer(score, num_items)  # type: ignore[arg-type]
+    return ShardScorer(inner, shard[0], shard[1], num_items, reduce)
 
 
 def prepare(
     queries: Any, relevant: Any, *, items: Any = None, score: Any = None, num_items: int | None = None,
-    similarity: str = "dot", grades: Any = None, exclude: Any = None,
+    similarity: str = "dot", grades: Any = None, exclude: Any = None, shard: tuple[int, int] | None = None,
+    reduce: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> CatalogBatch:  # fmt: skip
     """One batch checked (nothing counted yet): ``batch.count(start, stop)`` counts a shard,
-    ``batch.ranks(counts)`` gives the relevant ranks once the counts cover the catalog."""
-    return _prepare(make_scorer(items, score, num_items, similarity), queries, relevant, grades, exclude)
+    ``batch.ranks(counts)`` gives the relevant ranks once the counts cover the catalog; with
+    ``shard``/``reduce`` (a collective), ``batch.count_all()`` gives the summed counts."""
+    scorer = make_scorer(items, score, num_items, similarity, shard, reduce)
+    return _prepare(scorer, queries, relevant, grades, exclude)
 
 
 def relevant_ranks(
     queries: Any, relevant: Any, *, items: Any = None, score: Any = None, num_items: int | None = None,
     similarity: str = "dot", grades: Any = None, exclude: Any = None, ties: str = "first",
     chunk_size: int | None = None, memory: int | None = None, generator: Any = None,
+    shard: tuple[int, int] | None = None, reduce: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> RelevantRanks:  # fmt: skip
     """The relevant ranks of one batch over the whole catalog (see the module docstring)."""
     batch = prepare(
         queries, relevant, items=items, score=score, num_items=num_items, similarity=similarity,
-        grades=grades, exclude=exclude,
+        grades=grades, exclude=exclude, shard=shard, reduce=reduce,
     )  # fmt: skip
-    return batch.ranks(batch.count(chunk=chunk_size, memory=memory), ties=ties, generator=generator)
+    return batch.ranks(batch.count_all(chunk_size, memory), ties=ties, generator=generator)
 
 
 def top_k_ids(
@@ -143,12 +170,39 @@ def rank_types(ranks: RelevantRanks) -> dict[str, np.ndarray]:
     }
 
 
+def catalog_sums(
+    collection: ListMetrics, scorer: Any, queries: Any, relevant: Any, *, grades: Any = None,
+    exclude: Any = None, sample_weight: Any = None, ties: str = "first", generator: Any = None,
+    chunk_size: int | None = None, memory: int | None = None,
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """The state sums (by field) that one batch adds to ``collection``'s state: checked, counted
+    over the catalog of ``scorer`` (:func:`make_scorer`), ranked, reduced by each kernel. An
+    empty batch gives no sums (an empty mapping)."""
+    batch = _prepare(scorer, queries, relevant, grades, exclude)
+    if batch.num_queries == 0:
+        return {}
+    weights = None
+    if sample_weight is not None:
+        weights = np.asarray(getattr(sample_weight, "numpy", lambda: sample_weight)(), np.float64).reshape(-1)
+        if weights.shape[0] != batch.num_queries or not np.all(np.isfinite(weights) & (weights >= 0)):
+            got = weights.tolist()[:8]
+            raise ValueError(f"sample_weight must hold {batch.num_queries} finite weights >= 0, got {got}")
+    counts = batch.count_all(chunk_size, memory)
+    ranks = batch.ranks(counts, ties=ties, generator=generator)
+    return collection_sums(collection, ranks, weights)
+
+
 class CatalogMetrics:
     """List metrics over a whole catalog, streamed: ``update`` per batch of queries, ``compute``.
 
     Args:
         metrics: names as :class:`~rankstream.ListMetrics` takes them (``"ndcg@10"``, ``"mrr"``...).
         items, score, num_items, similarity: the catalog (see the module docstring).
+        shard, reduce: a catalog split over processes: this one holds the items ``[start, stop)``
+            (``items`` their embeddings alone; ``num_items`` the whole catalog's size) and
+            ``reduce`` sums a float64 array over the processes
+            (:func:`rankstream.distributed.sum_over_processes`). Every process then calls
+            ``update`` with the same batch (a collective) and holds the same state.
         chunk_size, memory: items per chunk, or the bytes of one chunk (default
             :data:`~rankstream.core.catalog.budget.MEMORY_BUDGET`).
         defaults, empty, ties, seed, relevance_threshold, confidence: as
@@ -168,6 +222,8 @@ class CatalogMetrics:
         similarity: str = "dot",
         chunk_size: int | None = None,
         memory: int | None = None,
+        shard: tuple[int, int] | None = None,
+        reduce: Callable[[np.ndarray], np.ndarray] | None = None,
         defaults: Mapping[str, Mapping[str, Any]] | None = None,
         empty: str = "skip",
         ties: str = "first",
@@ -181,7 +237,7 @@ class CatalogMetrics:
         )  # fmt: skip
         for name, kernel in self.collection.members.items():
             check_kernel(kernel, repr(name))
-        self.scorer = make_scorer(items, score, num_items, similarity)
+        self.scorer = make_scorer(items, score, num_items, similarity, shard, reduce)
         self.chunk_size, self.memory, self.ties = chunk_size, memory, ties
         self._rng = np.random.default_rng(seed)
         self.state = State(self.collection)
@@ -196,22 +252,11 @@ class CatalogMetrics:
         sample_weight: Any = None,
     ) -> CatalogMetrics:
         """Add one batch of queries; on error nothing is added. An empty batch is a no-op."""
-        batch = _prepare(self.scorer, queries, relevant, grades, exclude)
-        if batch.num_queries == 0:
-            return self
-        weights = None
-        if sample_weight is not None:
-            weights = np.asarray(
-                getattr(sample_weight, "numpy", lambda: sample_weight)(), np.float64
-            ).reshape(-1)
-            if weights.shape[0] != batch.num_queries or not np.all(np.isfinite(weights) & (weights >= 0)):
-                got = weights.tolist()[:8]
-                raise ValueError(
-                    f"sample_weight must hold {batch.num_queries} finite weights >= 0, got {got}"
-                )
-        counts = batch.count(chunk=self.chunk_size, memory=self.memory)
-        ranks = batch.ranks(counts, ties=self.ties, generator=self._rng)
-        sums = collection_sums(self.collection, ranks, weights)
+        sums = catalog_sums(
+            self.collection, self.scorer, queries, relevant, grades=grades, exclude=exclude,
+            sample_weight=sample_weight, ties=self.ties, generator=self._rng, chunk_size=self.chunk_size,
+            memory=self.memory,
+        )  # fmt: skip
         for name, value in sums.items():
             self.state.sums[name] += value
         return self

@@ -20,6 +20,9 @@ field-wise SUM of their states, whatever the split of the data. Three ways to ge
       total = all_reduce_state(st)          # collective: every rank calls it
       print(total.compute())                # same number on every rank
 
+* **A catalog split over processes** (:mod:`rankstream.catalog`): :func:`sum_over_processes`
+  is the ``reduce=`` of ``CatalogMetrics(..., shard=(start, stop), num_items=N)``; queries split
+  over processes merge with :func:`all_reduce_state` of ``CatalogMetrics.state``.
 * **Any map-reduce engine** (``concurrent.futures``, Spark, Ray, Dask): compute one state
   per shard and :func:`~rankstream.merge` them; states pickle, and so do their
   ``state_dict()`` (a dict of numpy arrays). See ``examples/mapreduce_shards.py``.
@@ -56,7 +59,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -69,6 +72,7 @@ __all__ = [
     "merge",
     "padding_weights",
     "real_sample_count",
+    "sum_over_processes",
 ]
 
 
@@ -125,6 +129,26 @@ def all_reduce_state(state: State, group: Any = None, *, device: Any = None) -> 
     dist.all_reduce(buf, op=dist.ReduceOp.SUM, group=group)
     total = buf.cpu().numpy().astype(np.float64)
     return State(state.kernel, split_flat(total, fields))
+
+
+def sum_over_processes(group: Any = None, *, device: Any = None) -> Callable[[np.ndarray], np.ndarray]:
+    """``reduce=`` of a catalog split over ``torch.distributed`` processes
+    (:class:`rankstream.catalog.CatalogMetrics` with ``shard=``): a function giving the SUM of a
+    float64 array over every rank of ``group`` (one ``all_reduce(op=SUM)`` per call; the
+    count arrays of a batch, ``O(queries x relevant)``, never a score). Outside an initialised
+    process group it returns its input (a world of one). ``device`` as :func:`all_reduce_state`."""
+    import torch
+    import torch.distributed as dist
+
+    def reduce(x: np.ndarray) -> np.ndarray:
+        if not (dist.is_available() and dist.is_initialized()):
+            return np.asarray(x, np.float64)
+        dev = torch.device(device) if device is not None else _reduce_device(group)
+        buf = torch.as_tensor(np.asarray(x, np.float64)).to(dev)
+        dist.all_reduce(buf, op=dist.ReduceOp.SUM, group=group)
+        return buf.cpu().numpy().astype(np.float64)
+
+    return reduce
 
 
 # ---------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ _require(
 from rankstream.adapters import ignite_lists as _lists  # noqa: E402
 from rankstream.adapters import ignite_ranks as _ranks  # noqa: E402
 from rankstream.adapters.ignite_beyond import BeyondMetrics  # noqa: E402
+from rankstream.adapters.ignite_catalog import CatalogMetrics  # noqa: E402
 from rankstream.adapters.ignite_lists import ListMetrics  # noqa: E402
 from rankstream.adapters.ignite_metrics import KernelMetric  # noqa: E402
 from rankstream.adapters.ignite_paired import PairedComparison  # noqa: E402
@@ -39,6 +40,7 @@ globals().update(_ranks.CLASSES)  # HitsAtK, InverseHarmonicMeanRank, ...: the r
 
 __all__ = [
     *_lists.CLASSES,
+    "CatalogMetrics",
     "ListMetrics",
     "PairedComparison",
     "PerListValues",

@@ -13,9 +13,10 @@ from rankstream.core.catalog.budget import chunk_size
 from rankstream.core.catalog.counting import CatalogCounts, count_shard
 from rankstream.core.catalog.inputs import check_disjoint, excluded_pairs, relevant_slots
 from rankstream.core.catalog.scoring import CallableScorer, EmbeddingScorer
+from rankstream.core.catalog.shards import ShardScorer, count_processes
 from rankstream.core.relevant.ranks import RelevantRanks
 
-__all__ = ["CallableScorer", "CatalogBatch", "CatalogCounts", "EmbeddingScorer", "prepare"]
+__all__ = ["CallableScorer", "CatalogBatch", "CatalogCounts", "EmbeddingScorer", "ShardScorer", "prepare"]
 
 
 @dataclass
@@ -55,6 +56,14 @@ class CatalogBatch:
             start, stop, size, self.ex_query, self.ex_item,
         )  # fmt: skip
 
+    def count_all(self, chunk: int | None = None, memory: int | None = None) -> CatalogCounts:
+        """The counts over the whole catalog: every chunk here, or, with a
+        :class:`~rankstream.core.catalog.shards.ShardScorer`, this process's shard with the other
+        processes' summed in (a collective: every process calls it with the same batch)."""
+        if isinstance(self.scorer, ShardScorer):
+            return count_processes(self, chunk, memory)
+        return self.count(chunk=chunk, memory=memory)
+
     def ranks(self, counts: CatalogCounts, ties: str = "first", generator: Any = None) -> RelevantRanks:
         """The relevant ranks of the batch from counts covering the whole catalog."""
         above, tied, before, n = counts.resolve(
@@ -72,7 +81,7 @@ def prepare(
     n = scorer.num_items
     ids, present, labels = relevant_slots(relevant, n, grades)
     q = ids.shape[0]
-    if isinstance(scorer, EmbeddingScorer):
+    if isinstance(scorer, EmbeddingScorer) or getattr(scorer, "embedded", False):
         queries = scorer.queries(queries)
         if int(queries.shape[0]) != q:
             raise ValueError(f"relevant must hold one row per query ({int(queries.shape[0])}), got {q}")

@@ -25,12 +25,14 @@ where they were counted: their ``(query, item)`` pairs in the chunk count with w
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from rankstream.core.catalog.budget import CANDIDATE_BLOCK, DENSE_SHARE
+from rankstream.core.catalog.budget import CANDIDATE_BLOCK, DENSE_SHARE, ROW_BLOCK, TRIM_EVERY
 
 
 @dataclass
@@ -43,6 +45,8 @@ class CatalogCounts:
         exact: ``(Q, M)`` each slot's score as its own chunk computed it (NaN: not in these items).
         excluded: ``(Q,)`` excluded items among these items.
         items: the number of items counted.
+        tied, before: ``(Q, M)`` the kept scores already compared with the exact ones (tied with
+            the slot, and tied before its item; :meth:`settle`), None while none was.
     """
 
     above: np.ndarray
@@ -50,6 +54,8 @@ class CatalogCounts:
     excluded: np.ndarray
     items: int
     kept: list[tuple[np.ndarray, ...]] = field(default_factory=list)
+    tied: np.ndarray | None = None
+    before: np.ndarray | None = None
 
     def merge(self, other: CatalogCounts) -> CatalogCounts:
         """The counts over both sets of items (disjoint shards of the catalog)."""
@@ -60,8 +66,29 @@ class CatalogCounts:
         exact = np.where(np.isnan(self.exact), other.exact, self.exact)
         return CatalogCounts(
             self.above + other.above, exact, self.excluded + other.excluded, self.items + other.items,
-            self.kept + other.kept,
+            self.kept + other.kept, _add(self.tied, other.tied), _add(self.before, other.before),
         )  # fmt: skip
+
+    def settle(self, ids: np.ndarray, present: np.ndarray, exact: np.ndarray) -> CatalogCounts:
+        """These counts with every kept score compared with ``exact`` ``(Q, M)`` (each slot's score
+        as its own chunk computed it, wherever that chunk was): above, tied, tied before. The
+        result keeps nothing aside, so its arrays add over shards (an all-reduce SUM)."""
+        q, m = self.above.shape
+        above = self.above.astype(np.float64)
+        tied = np.zeros((q, m)) if self.tied is None else self.tied.copy()
+        before = np.zeros((q, m)) if self.before is None else self.before.copy()
+        if self.kept:
+            qq, cc, v, item, w = (np.concatenate(parts) for parts in zip(*self.kept, strict=True))
+            keep = present[qq, cc]
+            qq, cc, v, item, w = qq[keep], cc[keep], v[keep], item[keep], w[keep]
+            t, own = exact[qq, cc], ids[qq, cc]
+            flat = qq * m + cc
+            size = q * m
+            above += np.bincount(flat, weights=w * (v > t), minlength=size).reshape(q, m)
+            equal = (v == t) & (item != own)
+            tied += np.bincount(flat, weights=w * equal, minlength=size).reshape(q, m)
+            before += np.bincount(flat, weights=w * (equal & (item < own)), minlength=size).reshape(q, m)
+        return CatalogCounts(above, exact, self.excluded, self.items, [], tied, before)
 
     def resolve(
         self, ids: np.ndarray, present: np.ndarray, num_items: int, approx: np.ndarray, band: np.ndarray
@@ -86,23 +113,14 @@ class CatalogCounts:
                 f"in its chunk and {approx[q, c]!r} alone: the score of an item must not depend on the "
                 "other items scored with it (beyond rounding)"
             )
-        q, m = self.above.shape
-        above = self.above.astype(np.float64)
-        tied = np.zeros((q, m))
-        before = np.zeros((q, m))
-        if self.kept:
-            qq, cc, v, item, w = (np.concatenate(parts) for parts in zip(*self.kept, strict=True))
-            keep = present[qq, cc]
-            qq, cc, v, item, w = qq[keep], cc[keep], v[keep], item[keep], w[keep]
-            t, own = self.exact[qq, cc], ids[qq, cc]
-            flat = qq * m + cc
-            size = q * m
-            above += np.bincount(flat, weights=w * (v > t), minlength=size).reshape(q, m)
-            equal = (v == t) & (item != own)
-            tied += np.bincount(flat, weights=w * equal, minlength=size).reshape(q, m)
-            before += np.bincount(flat, weights=w * (equal & (item < own)), minlength=size).reshape(q, m)
+        done = self.settle(ids, present, self.exact)
+        above, tied, before = done.above, done.tied, done.before
         n = num_items - self.excluded.astype(np.float64)
         return above, tied, before, n
+
+
+def _add(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    return a if b is None else b if a is None else a + b
 
 
 def count_shard(
@@ -150,9 +168,32 @@ def count_shard(
         _count_chunk(scores, a, edges, order, hist, dense, counts, ex)
         counts.excluded += np.bincount(ex[0], minlength=q)
         counts.items += b - a
+        del scores
+        if (a - start) // chunk % TRIM_EVERY == TRIM_EVERY - 1:
+            release_freed()
     rev = torch.flip(torch.cumsum(torch.flip(hist.reshape(q, m + 1), [1]), 1), [1])[:, 1:] + dense
     counts.above[np.arange(q)[:, None], order] = np.rint(rev.numpy()).astype(np.int64)
     return counts
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # glibc
+    except (OSError, AttributeError):
+        return None
+
+
+def release_freed() -> None:
+    """Hand the C heap's freed pages back to the system (glibc's ``malloc_trim``; nothing
+    elsewhere). The chunks' temporaries (candidate arrays of sizes that vary from chunk to chunk)
+    leave holes in the heap that glibc keeps resident: without this, the resident size of one
+    update grew with the number of chunks (2.1 GiB at 2,000,000 items against 0.26 GiB at 200,000,
+    measured by benchmarks/bench_catalog.py); with it (every :data:`TRIM_EVERY` chunks: a trim
+    costs about 4 ms, and the pages it returns fault in again), it stays that of a few chunks."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 class _Edges:
@@ -217,54 +258,76 @@ def _count_chunk(
         rows, cols = torch.cat([rows, ex_rows]), torch.cat([cols, ex_cols])
         _candidates(scores, a, edges, order, hist, counts, rows, cols, weight)
         return
-    flag = torch.empty(scores.shape, dtype=torch.float32)
     _candidates(scores, a, edges, order, hist, counts, ex_rows, ex_cols, minus)
-    for j in range(edges.deepest):
-        torch.ge(scores, lo[:, j : j + 1], out=flag)
-        found = flag.sum(1)
-        torch.gt(scores, hi[:, j : j + 1], out=flag)
-        passed = flag.sum(1)
-        dense[:, j] += passed.double()
-        # a slot's own item lies in its band: kept as it is, the rows are scanned only for others
-        item = torch.from_numpy(edges.items[:, j])
-        mine = torch.nonzero((item >= a) & (item < a + scores.shape[1]))[:, 0]
-        if mine.numel():
-            own = scores[mine, item[mine] - a].double().numpy()
-            rr = mine.numpy()
-            counts.kept.append((rr, order[rr, j], own, item[mine].numpy(), np.ones(rr.shape[0])))
-        extra = found - passed
-        extra[mine] -= 1.0
-        inside = torch.nonzero(extra > 0)[:, 0]
-        if inside.numel():  # rows with another score in the band: keep those scores
-            sub = scores.index_select(0, inside)
-            keep = (sub >= lo[inside, j : j + 1]) & ~(sub > hi[inside, j : j + 1])
-            keep[torch.arange(inside.shape[0]), (item[inside] - a).clamp(0, scores.shape[1] - 1)] &= ~(
-                (item[inside] >= a) & (item[inside] < a + scores.shape[1])
-            )
-            r, c = torch.nonzero(keep, as_tuple=True)
-            rr = inside[r].numpy()
-            counts.kept.append(
-                (rr, order[rr, j], sub[r, c].double().numpy(), (c + a).numpy(), np.ones(rr.shape[0]))
-            )
+    passed, kept = _slot_counts(scores, lo, hi, edges.deepest)
+    dense[:, : edges.deepest] += passed.T
+    if kept is not None:  # every score inside a band (each slot's own item among them)
+        r, j, v, c = kept
+        counts.kept.append((r, order[r, j], v, c + a, np.ones(r.shape[0])))
+
+
+def _slot_counts(scores: Any, lo: Any, hi: Any, deepest: int) -> tuple[Any, Any]:
+    """``(passed, kept)``: ``passed`` ``(deepest, Q)`` float64, per sorted slot column ``j`` and
+    row, the scores ``> hi_j``; ``kept`` the scores inside a band, ``(row, j, value, column)``
+    numpy arrays (None where there are none). Rows are taken :data:`ROW_BLOCK` at a time, so
+    the block stays in the cache through its comparisons (over the whole chunk each comparison
+    would read the chunk from memory again: about 3 times slower); the flags' sums are float32,
+    exact for the ``< 2^24`` scores of a row."""
+    import torch
+
+    q, width = scores.shape
+    sums = torch.float32 if width < 1 << 24 else torch.float64
+    found = torch.empty((deepest, q), dtype=sums)
+    passed = torch.empty((deepest, q), dtype=sums)
+    size = min(ROW_BLOCK, q)
+    at_lo, above = torch.empty((size, width), dtype=sums), torch.empty((size, width), dtype=sums)
+    parts: list[tuple[Any, ...]] = []
+    places = torch.arange(width, dtype=sums)
+    for r in range(0, q, ROW_BLOCK):
+        rows = slice(r, min(r + ROW_BLOCK, q))
+        part, f_lo, f_hi = scores[rows], at_lo[: rows.stop - r], above[: rows.stop - r]
+        for j in range(deepest):
+            torch.ge(part, lo[rows, j : j + 1], out=f_lo)
+            torch.sum(f_lo, 1, out=found[j, rows])
+            torch.gt(part, hi[rows, j : j + 1], out=f_hi)
+            torch.sum(f_hi, 1, out=passed[j, rows])
+            inside = found[j, rows] - passed[j, rows]
+            if bool((inside > 0).any()):  # scores inside the band (0/1 flags after sub_)
+                parts.append(_inside(part, f_lo.sub_(f_hi), inside, places[:width], r, j))
+    kept = None
+    if parts:
+        kept = tuple(torch.cat(p).numpy() for p in zip(*parts, strict=True))
+    return passed.double(), kept
+
+
+def _inside(part: Any, flags: Any, inside: Any, places: Any, r: int, j: int) -> tuple[Any, ...]:
+    """``(row, j, value, column)`` of the flagged scores of a block: a row with one flag finds
+    its column as ``flags . (0, 1, 2, ...)`` (one product, exact below 2^24), the rows with more
+    by a scan of their own flags."""
+    import torch
+
+    one = torch.nonzero(inside == 1)[:, 0]
+    cols = torch.mv(flags, places).round().long()[one]
+    more = torch.nonzero(inside > 1)[:, 0]
+    if more.numel():
+        rr, cols_more = torch.nonzero(flags.index_select(0, more), as_tuple=True)
+        one, cols = torch.cat([one, more[rr]]), torch.cat([cols, cols_more])
+    return one + r, torch.full_like(one, j), part[one, cols].double(), cols
 
 
 def _above_floor(scores: Any, floor: Any, share: int, deepest: int) -> tuple[Any, Any]:
     """``(rows, cols)`` of the scores at or above each row's ``floor``, or ``(None, None)`` where
-    they are too many to take one by one (more than one 8-byte word in ``share / deepest`` holds
-    one). The comparison is written as bytes and read back 8 at a time (a word with no candidate
-    is skipped whole: the positions cost a pass over an eighth of the chunk)."""
+    they are too many to take one by one (more than one score in ``share / deepest``). The
+    comparison's bytes are counted first, then numpy's ``flatnonzero`` of them (its SIMD scan of
+    bytes beat reading them 8 at a time, and ``torch.nonzero``, at every density measured)."""
     import torch
 
     width = scores.shape[1]
-    flag = torch.ge(scores, floor)
-    flat = flag.numpy().reshape(-1)
-    full = flat.shape[0] // 8 * 8
-    words = np.flatnonzero(flat[:full].view(np.uint64))
-    if words.shape[0] * share > max(full // 8, 1) * deepest:
+    flat = torch.ge(scores, floor).numpy().reshape(-1)
+    if np.count_nonzero(flat) * share > flat.shape[0] * deepest:
         return None, None
-    hit_word, hit_byte = np.nonzero(flat[:full].reshape(-1, 8)[words])  # the words' 8 bytes
-    pos = np.concatenate([words[hit_word] * 8 + hit_byte, full + np.flatnonzero(flat[full:])])
-    return torch.from_numpy(pos // width), torch.from_numpy(pos % width)
+    pos = torch.from_numpy(np.flatnonzero(flat))
+    return pos // width, pos % width
 
 
 def _candidates(
@@ -272,17 +335,18 @@ def _candidates(
     rows: Any, cols: Any, weight: Any,
 ) -> None:  # fmt: skip
     """Each candidate ``(rows, cols)`` of the chunk placed among its query's sorted band edges
-    (float64: exact for every score): counted in ``hist`` by the upper edges below it, kept where
-    it lies inside a band."""
+    (in the chunk's dtype, the edges rounded outward: :class:`_Edges`): counted in ``hist`` by
+    the upper edges below it, kept where it lies inside a band."""
     import torch
 
     m = edges.lo.shape[1]
-    values = scores[rows, cols].to(torch.float64)
+    lo, hi = edges.of(scores.dtype)  # rounded outward: the same comparisons in the chunk's dtype
+    values = scores.reshape(-1).index_select(0, rows * scores.shape[1] + cols)
     for s in range(0, int(rows.shape[0]), CANDIDATE_BLOCK):
         part = slice(s, s + CANDIDATE_BLOCK)
         r, c, v, w = rows[part], cols[part], values[part], weight[part]
-        passed = torch.searchsorted(edges.hi[r], v[:, None], right=False)[:, 0]  # upper edges below v
-        inside = torch.searchsorted(edges.lo[r], v[:, None], right=True)[:, 0]  # lower edges <= v
+        passed = torch.searchsorted(hi.index_select(0, r), v[:, None], right=False)[:, 0]  # hi_j < v
+        inside = torch.searchsorted(lo.index_select(0, r), v[:, None], right=True)[:, 0]  # lo_j <= v
         hist.index_add_(0, r * (m + 1) + passed, w)
         span = inside - passed
         if bool((span > 0).any()):
@@ -290,4 +354,5 @@ def _candidates(
             step = torch.arange(pick.shape[0]) - torch.repeat_interleave(torch.cumsum(span, 0) - span, span)
             slot = (passed[pick] + step).numpy()
             rr = r[pick].numpy()
-            counts.kept.append((rr, order[rr, slot], v[pick].numpy(), (c[pick] + a).numpy(), w[pick].numpy()))
+            value = v[pick].double().numpy()
+            counts.kept.append((rr, order[rr, slot], value, (c[pick] + a).numpy(), w[pick].numpy()))

@@ -91,6 +91,12 @@ class EmbeddingScorer:
         """``(t, band)``: each slot's score alone in float64 ``(Q, M)``, and per query the half-width
         of the band ``(Q,)``: the float rounding bound of a dot product of ``d`` terms,
         ``(d + 2) u sum_k |q_k e_k|`` (``u`` the unit roundoff of the dtype), over its slots."""
+        t, bound = self.relevant_each(queries, ids)
+        return t, bound.max(axis=1, initial=0.0)
+
+    def relevant_each(self, queries: Any, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(t, bound)`` ``(Q, M)``: each slot's score alone and its own rounding bound (the band
+        of a query is the largest of its slots'; a shard computes them for the items it holds)."""
         import torch
 
         e = self._normal(self.items[torch.from_numpy(ids.reshape(-1))]).reshape(*ids.shape, self.dim)
@@ -98,7 +104,7 @@ class EmbeddingScorer:
         t = prod.sum(-1).numpy()
         u = float(torch.finfo(self.dtype).eps) / 2.0
         bound = (self.dim + 2) * u * 1.01 * prod.abs().sum(-1).numpy() + float(torch.finfo(self.dtype).tiny)
-        return t, bound.max(axis=1, initial=0.0)
+        return t, bound
 
 
 class CallableScorer:
@@ -142,6 +148,11 @@ class CallableScorer:
     def relevant(self, queries: Any, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(t, band)``: the relevant items' scores from one call over their ids (every query
         against the union), and a band of :data:`CALLABLE_BAND` times the largest ``|t|`` per query."""
+        t, bound = self.relevant_each(queries, ids)
+        return t, bound.max(axis=1, initial=0.0)
+
+    def relevant_each(self, queries: Any, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(t, bound)`` ``(Q, M)``: the slots' scores and :data:`CALLABLE_BAND` times each ``|t|``."""
         import torch
 
         union, inverse = np.unique(ids, return_inverse=True)
@@ -156,7 +167,7 @@ class CallableScorer:
             raise ValueError(
                 f"score gave item {int(ids[q, c])} of query {q} a NaN score; NaN scores are not ranked"
             )
-        scale = np.where(np.isfinite(t), np.abs(t), 0.0).max(axis=1, initial=0.0)
+        scale = np.where(np.isfinite(t), np.abs(t), 0.0)
         return t, CALLABLE_BAND * scale + np.finfo(np.float32).tiny
 
 
