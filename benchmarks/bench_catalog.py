@@ -38,7 +38,7 @@ import torch
 
 from benchmarks.common import interleaved_ms, markdown_table
 from rankstream.catalog import CatalogMetrics
-from rankstream.core.catalog.budget import chunk_size
+from rankstream.core.backends.catalog.budget import chunk_size
 
 NAMES = ["ndcg@10", "recall@100", "mrr"]
 K = 100

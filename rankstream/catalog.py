@@ -28,7 +28,7 @@ thresholds, list weights). ``chance=True`` is not supported here yet.
   of id arrays, a CSR tuple ``(indptr, indices)``, a scipy sparse matrix, or ``(FilterIndex,
   triples, side)``. A relevant item that is also excluded is a ``ValueError`` naming ``exclude``.
 * ``chunk_size=`` items per chunk, or ``memory=`` bytes for one chunk and its temporaries
-  (:data:`~rankstream.core.catalog.budget.MEMORY_BUDGET` by default).
+  (:data:`~rankstream.core.backends.catalog.budget.MEMORY_BUDGET` by default).
 
 Distributed. Queries split over processes: each process updates its own
 :class:`CatalogMetrics` and the states' sums add
@@ -36,9 +36,9 @@ Distributed. Queries split over processes: each process updates its own
 catalog split over processes: ``CatalogMetrics(..., items=my_shard, shard=(start, stop),
 num_items=N, reduce=sum_over_processes())`` on each, every process updating with the same
 batch; the relevant items' scores and bands come from the process holding each item, and the
-counts are summed before the metric (:mod:`rankstream.core.catalog.shards`). In one process,
+counts are summed before the metric (:mod:`rankstream.core.backends.catalog.shards`). In one process,
 :func:`prepare` a batch, count each shard (``batch.count(start, stop)``),
-:meth:`~rankstream.core.catalog.counting.CatalogCounts.merge` the shards' counts, then
+:meth:`~rankstream.core.backends.catalog.counting.CatalogCounts.merge` the shards' counts, then
 ``batch.ranks(counts)``: counts add over shards. The rank family (PyKEEN's
 optimistic, realistic and pessimistic ranks) comes from :func:`rank_types`; the recommendations
 themselves (each query's best ``k`` ids, ties by the lower id) from :func:`top_k_ids`.
@@ -51,12 +51,18 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.catalog import CallableScorer, CatalogBatch, CatalogCounts, EmbeddingScorer, ShardScorer
-from rankstream.core.catalog import prepare as _prepare
-from rankstream.core.catalog.budget import MEMORY_BUDGET
-from rankstream.core.catalog.budget import chunk_size as budget_chunk
-from rankstream.core.catalog.inputs import excluded_pairs
-from rankstream.core.catalog.recommend import top_items
+from rankstream.core.backends.catalog import (
+    CallableScorer,
+    CatalogBatch,
+    CatalogCounts,
+    EmbeddingScorer,
+    ShardScorer,
+)
+from rankstream.core.backends.catalog import prepare as _prepare
+from rankstream.core.backends.catalog.budget import MEMORY_BUDGET
+from rankstream.core.backends.catalog.budget import chunk_size as budget_chunk
+from rankstream.core.backends.catalog.recommend import top_items
+from rankstream.core.backends.catalog.relevant_inputs import excluded_pairs
 from rankstream.core.lists.collection import ListMetrics
 from rankstream.core.relevant import RelevantRanks
 from rankstream.core.relevant.values import check_kernel, collection_sums
@@ -204,7 +210,7 @@ class CatalogMetrics:
             (:func:`rankstream.distributed.sum_over_processes`). Every process then calls
             ``update`` with the same batch (a collective) and holds the same state.
         chunk_size, memory: items per chunk, or the bytes of one chunk (default
-            :data:`~rankstream.core.catalog.budget.MEMORY_BUDGET`).
+            :data:`~rankstream.core.backends.catalog.budget.MEMORY_BUDGET`).
         defaults, empty, ties, seed, relevance_threshold, confidence: as
             :class:`~rankstream.ListMetrics` (``ties="random"`` draws with ``seed``).
 

@@ -269,7 +269,7 @@ def test_filter_index_exclusions_equal_the_filtered_mask():
 def test_candidate_and_slot_by_slot_counting_agree(monkeypatch, share):
     """Each chunk is counted candidate by candidate (few above the lowest band) or slot by slot
     over the whole chunk (many): force each way on data with ties and exclusions."""
-    from rankstream.core.catalog import counting
+    from rankstream.core.backends.catalog import counting
 
     rng = np.random.default_rng(12)
     n = 400
@@ -288,7 +288,7 @@ def test_slot_by_slot_in_row_blocks(monkeypatch, dtype):
     """The slot-by-slot way takes the rows a block at a time (blocks of 3 over 8 queries: a short
     last block); tie-heavy quantised scores put several scores in a band (one flag per row is
     found by a product, more by a scan)."""
-    from rankstream.core.catalog import counting
+    from rankstream.core.backends.catalog import counting
 
     rng = np.random.default_rng(13)
     n = 300

@@ -133,7 +133,7 @@ def test_blocked_design_equals_whole_matrix(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(S, "BLOCK_ROWS", 37)
     n, m = 300, 6
     specs = S.metric_specs((5,))
-    d = S.design.__wrapped__(n, m, specs)
+    d = S.design(n, m, specs)
     a = S.sampled_rank_probabilities(n, m)
     b = np.stack([f_all(s, n) for s in specs], axis=1)
     np.testing.assert_allclose(d.r11.T @ d.r11, a.T @ a, rtol=1e-9, atol=1e-13)

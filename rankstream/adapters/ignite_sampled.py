@@ -98,4 +98,4 @@ class SampledRankMetrics(Metric):
             )
         core = self._core
 
-        return report(h, core.num_items, core.ks, core.gamma, core.confidence, squares, lists)
+        return report(h, core.num_items, core.ks, core.gamma, core.confidence, squares, lists, core.design)

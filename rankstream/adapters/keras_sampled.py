@@ -17,7 +17,6 @@ from rankstream.core.backends.keras_ops import is_tracing, x64_enabled
 from rankstream.core.sampled import (
     DEFAULT_GAMMA,
     bias_variance_values,
-    design,
     metric_specs,
     minimal_bias_values,
     sampled_values,
@@ -84,7 +83,7 @@ class SampledRankMetrics(keras.metrics.Metric):
         self.num_items, self.num_negatives = self._core.num_items, self._core.num_negatives
         self.ks, self.gamma, self.confidence, self.ties = list(self._core.ks), gamma, confidence, ties
         specs = metric_specs(self._core.ks)
-        d = design(self.num_items, self.num_negatives, specs)
+        d = self._core.design
         values = (
             sampled_values(specs, self.num_negatives),
             minimal_bias_values(d),
@@ -186,7 +185,9 @@ class SampledRankMetrics(keras.metrics.Metric):
             raise ValueError(f"{self.name}: {invalid:g} invalid rows were counted; reset_state() first")
         hist, squares, lists = (np.asarray(K.convert_to_numpy(v), dtype=np.float64) for v in self._sums)
         core = self._core
-        return report(hist, core.num_items, core.ks, core.gamma, core.confidence, squares, float(lists))
+        return report(
+            hist, core.num_items, core.ks, core.gamma, core.confidence, squares, float(lists), core.design
+        )
 
     @property
     def _sums(self) -> tuple[Any, Any, Any]:

@@ -51,7 +51,6 @@ Sizes and tolerances are the module constants below (this module is their one pl
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -174,9 +173,9 @@ class Design:
     mass: np.ndarray
 
 
-@functools.lru_cache(maxsize=16)
 def design(num_items: int, num_negatives: int, specs: tuple[MetricSpec, ...]) -> Design:
-    """One pass over ``R = 1..n`` in blocks of :data:`BLOCK_ROWS` (cached per arguments): the
+    """One pass over ``R = 1..n`` in blocks of :data:`BLOCK_ROWS` (a state computes it once, on
+    its first report, and keeps it: :attr:`~rankstream.core.sampled_state.SampledRanks.design`): the
     QR ``R`` factor of ``[A | B]`` updated block by block (``qr([R_prev; block])``) and
     ``A^T 1``."""
     n, m = check_sizes(num_items, num_negatives)
@@ -402,15 +401,17 @@ def estimates(
     confidence: float | None = None,
     squares: Any = None,
     lists: float | None = None,
+    prepared: Design | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Every estimator of every metric from the histogram of sampled ranks ``h`` (``m + 1``
     sums of list weights; ``squares`` and ``lists`` as in :func:`histogram_mean`):
     ``{metric key: {estimator: {"value": ..., [stderr, ci_low, ci_high, count]}}}``.
     ``fitted`` never has an interval (its sampling distribution is not a plain mean's); with
-    weights it maximises the weighted log-likelihood."""
+    weights it maximises the weighted log-likelihood. ``prepared``: the :func:`design` of these
+    arguments, computed once by the caller (else computed here)."""
     h = np.asarray(histogram, dtype=np.float64)
     m = h.size - 1
-    d = design(int(num_items), m, tuple(specs))
+    d = prepared if prepared is not None else design(int(num_items), m, tuple(specs))
     per_estimator = {
         "sampled": histogram_mean(h, sampled_values(specs, m), confidence, squares, lists),
         "minimal_bias": histogram_mean(h, minimal_bias_values(d), confidence, squares, lists),

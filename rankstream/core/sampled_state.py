@@ -23,8 +23,10 @@ import numpy as np
 from rankstream.core.sampled import (
     DEFAULT_GAMMA,
     ESTIMATORS,
+    Design,
     check_gamma,
     check_sizes,
+    design,
     estimates,
     metric_specs,
 )
@@ -220,6 +222,7 @@ class SampledRanks:
         if ties not in TIES:
             raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
         self.ties = ties
+        self._design: Design | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -268,8 +271,19 @@ class SampledRanks:
         """Every metric under every estimator (class docstring); ``NotComputableError`` before
         any list."""
         return report(
-            self.histogram, self.num_items, self.ks, self.gamma, self.confidence, self.squares, self.lists
-        )
+            self.histogram, self.num_items, self.ks, self.gamma, self.confidence, self.squares, self.lists,
+            self.design,
+        )  # fmt: skip
+
+    @property
+    def design(self) -> Design:
+        """What the corrections need of ``P(r | R)`` for this state's ``num_items``,
+        ``num_negatives`` and metrics (:func:`~rankstream.core.sampled.design`: a pass over every
+        full rank, about 2 s at 100,000 items), computed on first use and kept: a constant of the
+        constructor's arguments, never of the data."""
+        if self._design is None:
+            self._design = design(self.num_items, self.num_negatives, metric_specs(self.ks))
+        return self._design
 
 
 def split_state(vector: Any, num_negatives: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -287,14 +301,16 @@ def report(
     confidence: float | None = None,
     squares: Any = None,
     lists: float | None = None,
+    prepared: Design | None = None,
 ) -> dict[str, float]:
-    """The flat report of :meth:`SampledRanks.compute` from a histogram (what adapters call);
+    """The flat report of :meth:`SampledRanks.compute` from a histogram (what adapters call, with
+    the state's :attr:`SampledRanks.design` as ``prepared``);
     ``squares`` and ``lists`` of weighted lists (default: unit weights, ``squares = histogram``,
     ``lists = sum(histogram)``). ``count`` is the sum of the weights."""
     h = np.asarray(histogram, dtype=np.float64)
     if not h.sum() > 0:
         raise NotComputableError("sampled ranks: no list has been seen; update with at least one")
-    out = flat_report(estimates(h, num_items, metric_specs(ks), gamma, confidence, squares, lists))
+    out = flat_report(estimates(h, num_items, metric_specs(ks), gamma, confidence, squares, lists, prepared))
     out["count"] = float(h.sum())
     return out
 

@@ -11,7 +11,7 @@ the items ``[start, stop)`` (a process holding that shard), :meth:`CatalogCounts
 shards' counts, :meth:`CatalogCounts.resolve` gives the final counts.
 
 How a chunk is counted without ``M`` passes over it: each slot's score alone ``t'`` comes first
-(one small product, :meth:`~rankstream.core.catalog.scoring.EmbeddingScorer.relevant`), with a band
+(one small product, :meth:`~rankstream.core.backends.catalog.scoring.EmbeddingScorer.relevant`), with a band
 ``[t' - b, t' + b]`` that holds the chunk's score of the item (``b`` the rounding bound). Per chunk,
 one comparison with each query's lowest band edge finds the *candidates* (scores that can be above
 or tied with some slot: few when the relevant items rank high); each candidate is placed among its
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.catalog.budget import CANDIDATE_BLOCK, DENSE_SHARE, ROW_BLOCK, TRIM_EVERY
+from rankstream.core.backends.catalog.budget import CANDIDATE_BLOCK, DENSE_SHARE, ROW_BLOCK, TRIM_EVERY
 
 
 @dataclass
@@ -138,7 +138,7 @@ def count_shard(
 ) -> CatalogCounts:
     """The counts of the slots ``ids`` ``(Q, M)`` (``present``) over the items ``[start, stop)``,
     scored ``chunk`` items at a time; ``approx`` and ``band`` as
-    :meth:`~rankstream.core.catalog.scoring.EmbeddingScorer.relevant` gives them; the excluded
+    :meth:`~rankstream.core.backends.catalog.scoring.EmbeddingScorer.relevant` gives them; the excluded
     pairs ``(ex_query, ex_item)`` sorted by item (those outside the shard are ignored)."""
     import torch
 

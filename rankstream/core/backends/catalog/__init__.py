@@ -1,5 +1,5 @@
 """The whole-catalog path: a batch of queries with their relevant item ids, counted against a
-catalog scored chunk by chunk (:mod:`~rankstream.core.catalog.counting`), into the relevant-ranks
+catalog scored chunk by chunk (:mod:`~rankstream.core.backends.catalog.counting`), into the relevant-ranks
 producer of the list metrics (:mod:`rankstream.core.relevant`). Public as :mod:`rankstream.catalog`."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.catalog.budget import chunk_size
-from rankstream.core.catalog.counting import CatalogCounts, count_shard
-from rankstream.core.catalog.inputs import check_disjoint, excluded_pairs, relevant_slots
-from rankstream.core.catalog.scoring import CallableScorer, EmbeddingScorer
-from rankstream.core.catalog.shards import ShardScorer, count_processes
+from rankstream.core.backends.catalog.budget import chunk_size
+from rankstream.core.backends.catalog.counting import CatalogCounts, count_shard
+from rankstream.core.backends.catalog.relevant_inputs import check_disjoint, excluded_pairs, relevant_slots
+from rankstream.core.backends.catalog.scoring import CallableScorer, EmbeddingScorer
+from rankstream.core.backends.catalog.shards import ShardScorer, count_processes
 from rankstream.core.relevant.ranks import RelevantRanks
 
 __all__ = ["CallableScorer", "CatalogBatch", "CatalogCounts", "EmbeddingScorer", "ShardScorer", "prepare"]
@@ -58,7 +58,7 @@ class CatalogBatch:
 
     def count_all(self, chunk: int | None = None, memory: int | None = None) -> CatalogCounts:
         """The counts over the whole catalog: every chunk here, or, with a
-        :class:`~rankstream.core.catalog.shards.ShardScorer`, this process's shard with the other
+        :class:`~rankstream.core.backends.catalog.shards.ShardScorer`, this process's shard with the other
         processes' summed in (a collective: every process calls it with the same batch)."""
         if isinstance(self.scorer, ShardScorer):
             return count_processes(self, chunk, memory)

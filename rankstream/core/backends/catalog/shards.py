@@ -14,7 +14,7 @@ reductions are SUMs of fixed-size float64 arrays (``reduce``, e.g.
 2. **the exact scores.** Each slot's score as its own chunk computed it is known to the process
    that holds its item: SUM of the values (zeros elsewhere) and of the "known" flags.
 3. **the counts.** Each process compares the scores it kept inside a band with those exact scores
-   (:meth:`~rankstream.core.catalog.counting.CatalogCounts.settle`), and the SUM of the settled
+   (:meth:`~rankstream.core.backends.catalog.counting.CatalogCounts.settle`), and the SUM of the settled
    ``above``, ``tied``, ``tied_before``, the excluded counts and the items counted is the count
    over the whole catalog: exactly what one process counting every chunk gets.
 
@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.catalog.counting import CatalogCounts
-from rankstream.core.catalog.scoring import EmbeddingScorer
+from rankstream.core.backends.catalog.counting import CatalogCounts
+from rankstream.core.backends.catalog.scoring import EmbeddingScorer
 
 Reduce = Callable[[np.ndarray], np.ndarray]
 
@@ -44,9 +44,9 @@ def _index(value: Any, name: str) -> int:
 
 class ShardScorer:
     """The scorer of one process's shard ``[start, stop)`` of a catalog of ``num_items``:
-    ``inner`` an :class:`~rankstream.core.catalog.scoring.EmbeddingScorer` of the shard's
+    ``inner`` an :class:`~rankstream.core.backends.catalog.scoring.EmbeddingScorer` of the shard's
     ``stop - start`` embeddings (row ``i`` is item ``start + i``), or a
-    :class:`~rankstream.core.catalog.scoring.CallableScorer` called with the global item ids of
+    :class:`~rankstream.core.backends.catalog.scoring.CallableScorer` called with the global item ids of
     the shard. ``reduce`` sums a float64 array over the processes."""
 
     def __init__(self, inner: Any, start: int, stop: int, num_items: int, reduce: Reduce) -> None:

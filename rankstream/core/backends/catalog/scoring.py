@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.catalog.budget import CALLABLE_BAND
+from rankstream.core.backends.catalog.budget import CALLABLE_BAND
 
 SIMILARITIES = ("dot", "cosine")
 

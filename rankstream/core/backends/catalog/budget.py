@@ -12,7 +12,7 @@ live here and nowhere else in the catalog code).
 * :data:`CALLABLE_BAND`: for a user's scorer, the relative width of the band around a relevant
   item's score (taken once for the batch) inside which a catalog score is kept aside and compared
   with the exact score of the item's own chunk (for embeddings the band is the dot product's
-  rounding bound instead, :func:`~rankstream.core.catalog.scoring.EmbeddingScorer.band`).
+  rounding bound instead, :func:`~rankstream.core.backends.catalog.scoring.EmbeddingScorer.band`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ DENSE_SHARE = 150
 #: this many rows of a chunk of ~10,000 float32 scores (2.6 MiB) stays in a core's cache
 ROW_BLOCK = 64
 #: chunks between two returns of the C heap's freed pages to the system
-#: (:func:`~rankstream.core.catalog.counting.release_freed`; about 7 MiB of holes per chunk at
+#: (:func:`~rankstream.core.backends.catalog.counting.release_freed`; about 7 MiB of holes per chunk at
 #: 1,024 queries, 4 ms per trim)
 TRIM_EVERY = 8
 #: the most scores one chunk holds whatever the budget: a chunk of 1,024 queries x 10,922 items
