@@ -421,3 +421,18 @@ def test_list_metrics_in_blocks_of_rows():
     want = ref.compute()
     for name in got:
         assert close(got[name], want[name]), name
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_bincount_op(backend):
+    """Ops.bincount (the per-item counts' one pass) against np.add.at, with zero weights and
+    repeated keys."""
+    from rankstream.core.backends import numpy_ops, torch_ops
+
+    rng = np.random.default_rng(9)
+    keys, weights = rng.integers(0, 7, 30), rng.integers(0, 3, 30).astype(np.float64)
+    want = np.zeros(9)
+    np.add.at(want, keys, weights)
+    ops = numpy_ops() if backend == "numpy" else torch_ops()
+    conv = np.asarray if backend == "numpy" else torch.as_tensor
+    np.testing.assert_array_equal(ops.to_numpy(ops.bincount(conv(keys), conv(weights), 9)), want)

@@ -20,9 +20,9 @@ items.num_items`` columns), with the batch's tie policy (``"first"``: the lower 
 past the selection: :class:`~rankstream.core.beyond.stream.BeyondAccuracy` computes them from
 dense scores), nor is ``chance=True``. Both raise. Nothing is read back to the host: the
 values are the backend's operations on the ranked ids (lookups, prefix sums, one weighted
-histogram for the counts), so the kernels trace under ``jit`` (Keras compiled steps on JAX and
-TensorFlow). In float32 (JAX without x64) the histogram's keys ``band * N + id`` are exact
-below ``2**24``: ``len(top_k) * N`` up to about 16.7 million.
+``bincount`` of ``band * N + id`` for the counts: ``segment_sum`` with the static length
+``len(top_k) * N`` on Keras), so the kernels trace under ``jit`` (Keras compiled steps on JAX
+and TensorFlow). The keys are int32: ``len(top_k) * N < 2**31``.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ class BeyondListKernel(ListKernel):
 
     def reduce(self, ops: Ops, out: ListOutput) -> dict[str, Array]:
         """The list kernels' sums, and the batch's ``item_count`` for a catalog-wide metric:
-        one weighted histogram of ``band * N + id`` (each ranked item in the band of the
+        one weighted ``bincount`` of ``band * N + id`` (each ranked item in the band of the
         smallest cut-off reaching it), summed up over the bands. Traceable."""
         sums = list_sums(ops, out, self._list_fields)
         if self._catalog:
@@ -158,10 +158,9 @@ class BeyondListKernel(ListKernel):
             like = sums["weight_sum"]
             offset = ops.asarray((band * n)[None, :], like, ops.int_dtype())
             keep = (ids >= 0) & counted[:, None] & ops.asarray((band < nk)[None, :], like)
-            flat = ops.reshape(ops.cast(offset + ops.where(keep, ids, ids * 0), acc), (1, -1))
-            edges = ops.arange(0, nk * n, like, acc)
-            hist = ops.histogram(flat, ops.reshape(ops.cast(keep, acc), (-1,)), edges)
-            sums["item_count"] = ops.cumsum(ops.reshape(hist, (nk, n)), axis=0)
+            keys = ops.reshape(ops.where(keep, offset + ids, ids * 0), (-1,))  # dropped: key 0, weight 0
+            counts = ops.bincount(keys, ops.reshape(ops.cast(keep, acc), (-1,)), nk * n)
+            sums["item_count"] = ops.cumsum(ops.reshape(counts, (nk, n)), axis=0)
         return sums
 
     def compute(self, sums: Any, xp: Any = np) -> dict[str, Array]:
