@@ -7,7 +7,8 @@ scores whose columns are the item ids. Nothing is read back to the host: the top
 from ``keras.ops.top_k`` (the lower id first among ties), the per-item counts are summed
 variables added to by one weighted histogram (``segment_sum``, static length ``len(top_k) *
 N``), the per-list means summed scalars, so the metric runs inside compiled steps
-(``jit_compile=True`` on JAX and TensorFlow, torch's compiled models) as well as eagerly.
+(``jit_compile=True`` on JAX and TensorFlow; on torch the compiled model as Keras runs it by
+default) as well as eagerly. ``rankstream.keras.ListMetrics(..., items=)`` takes the same names.
 """
 
 from __future__ import annotations
