@@ -44,7 +44,9 @@ index, an integer column, or with one row per item the one item labelled > 0).
 (see :func:`spark_mllib_metrics` and docs/spark.md).
 
 :func:`beyond_accuracy` reads a DataFrame of recommendations as ALS's ``recommendForAllUsers``
-writes them (coverage, novelty, diversity, personalization, ...; docs/beyond_accuracy.md).
+writes them, or of score rows (arrays of one score per item, or one row per item with
+``query`` and ``item``) (coverage, novelty, diversity, personalization, ...;
+docs/beyond_accuracy.md).
 """
 
 from __future__ import annotations

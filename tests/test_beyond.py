@@ -421,3 +421,50 @@ def test_list_metrics_in_blocks_of_rows():
     want = ref.compute()
     for name in got:
         assert close(got[name], want[name]), name
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_bincount_op(backend):
+    """Ops.bincount (the per-item counts' one pass) against np.add.at, with zero weights and
+    repeated keys."""
+    from rankstream.core.backends import numpy_ops, torch_ops
+
+    rng = np.random.default_rng(9)
+    keys, weights = rng.integers(0, 7, 30), rng.integers(0, 3, 30).astype(np.float64)
+    want = np.zeros(9)
+    np.add.at(want, keys, weights)
+    ops = numpy_ops() if backend == "numpy" else torch_ops()
+    conv = np.asarray if backend == "numpy" else torch.as_tensor
+    np.testing.assert_array_equal(ops.to_numpy(ops.bincount(conv(keys), conv(weights), 9)), want)
+
+
+def test_ignite_list_metrics_with_items():
+    """rankstream.ignite.ListMetrics(items=): beyond names beside accuracy names through an
+    Engine equal BeyondAccuracy over the stable top ids; nDCG reads as without them."""
+    from ignite.engine import Engine
+
+    from rankstream.ignite import ListMetrics as IgniteListMetrics
+
+    rng = np.random.default_rng(10)
+    items = make_items()
+    batches = [
+        (
+            torch.as_tensor(rng.integers(0, 3, (b, N)).astype(float)),
+            torch.as_tensor(rng.integers(0, 2, (b, N))),
+        )
+        for b in (4, 0, 6)
+    ]
+    both = IgniteListMetrics(["ndcg@3", "coverage@3", "personalization@2", "diversity@3"], items=items)
+    alone = IgniteListMetrics(["ndcg@3"], prefix="alone_")
+    engine = Engine(lambda e, batch: batch)
+    both.attach(engine, "both")
+    alone.attach(engine, "alone")
+    metrics = engine.run(batches, max_epochs=1).metrics
+    scores = torch.cat([b[0] for b in batches]).numpy()
+    top = np.argsort(-scores, axis=1, kind="stable")
+    for k, names in ((3, ["coverage", "diversity"]), (2, ["personalization"])):
+        ref = BeyondAccuracy(items, names, top_k=k)
+        ref.update(top[:, :k])
+        for key, value in ref.compute().items():
+            assert metrics["both"][key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+    assert metrics["both"]["ndcg@3"] == pytest.approx(metrics["alone"]["alone_ndcg@3"], rel=1e-12)

@@ -521,3 +521,44 @@ def test_beyond_accuracy_of_als_recommendations(spark):
     ref.update(ids)
     for key, value in ref.compute().items():
         assert got[key] == pytest.approx(value, **TOL), key
+
+
+def test_beyond_accuracy_of_score_rows(spark):
+    """Score rows, one row per list (arrays of N scores, a mask) and one row per item (query,
+    item, score, mask), over the session's partitions: BeyondAccuracy of each list's valid items
+    sorted by (score descending, id ascending) in python; a NaN score raises a ValueError."""
+    from rankstream.core.beyond import BeyondAccuracy, ItemData
+
+    rng = np.random.default_rng(12)
+    n, q = 7, 11
+    items = ItemData(popularity=rng.integers(0, 6, n), num_users=8, tail_max_popularity=1,
+                     categories=rng.integers(0, 3, n), embeddings=rng.normal(size=(n, 2)))  # fmt: skip
+    scores = rng.integers(0, 3, (q, n)).astype(float)  # ties at every cut-off
+    mask = rng.random((q, n)) > 0.25
+    mask[3] = False  # a list with no item
+    ids = np.full((q, 4), -1)
+    for r in range(q):
+        best = sorted((j for j in range(n) if mask[r, j]), key=lambda j: (-scores[r, j], j))[:4]
+        ids[r, : len(best)] = best
+    ref = BeyondAccuracy(items, top_k=[2, 4])
+    ref.update(ids)
+    want = ref.compute()
+    rows = [(r, scores[r].tolist(), mask[r].tolist()) for r in range(q)]
+    by_list = spark.createDataFrame(rows, "q int, s array<double>, m array<boolean>")
+    by_item = spark.createDataFrame(
+        [(r, j, float(scores[r, j]), bool(mask[r, j])) for r in range(q) for j in range(n)],
+        "q int, i int, s double, m boolean",
+    )
+    got_list = rankstream.spark.beyond_accuracy(by_list, items, top_k=[2, 4], scores="s", mask="m")
+    got_item = rankstream.spark.beyond_accuracy(
+        by_item, items, top_k=[2, 4], scores="s", mask="m", query="q", item="i"
+    )
+    for got in (got_list.compute(), got_item.compute()):
+        assert set(got) == set(want)
+        for key, value in want.items():
+            assert got[key] == pytest.approx(value, **TOL, nan_ok=True), key
+    with_nan = by_item.withColumn(
+        "s", F.when((F.col("q") == 2) & (F.col("i") == 5), float("nan")).otherwise(F.col("s"))
+    )
+    with pytest.raises(ValueError, match="NaN"):
+        rankstream.spark.beyond_accuracy(with_nan, items, scores="s", query="q", item="i")

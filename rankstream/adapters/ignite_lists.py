@@ -36,6 +36,7 @@ from rankstream.adapters.ignite_metrics import (
     KernelMetric,
     _identity,
 )
+from rankstream.core.beyond.items import ItemData
 from rankstream.core.lists.base import ListConventions
 from rankstream.core.lists.collection import ListMetrics as CollectionKernel
 from rankstream.core.lists.table import LIST_METRICS, ListMetricRow
@@ -250,13 +251,21 @@ class ListMetrics(KernelMetric):
         confidence: float | None = None,
         chance: bool = False,
         query_mode: str = "contiguous",
+        items: ItemData | None = None,
     ) -> None:
         empty = empty_policy(ignore_zero_hits)
         kernel = CollectionKernel(
-            metrics, PEER_DEFAULTS, empty=empty, ties=ties, seed=seed, confidence=confidence, chance=chance
+            metrics,
+            PEER_DEFAULTS,
+            empty=empty,
+            ties=ties,
+            seed=seed,
+            confidence=confidence,
+            chance=chance,
+            items=items,
         )
         self.metrics, self.ignore_zero_hits, self.confidence = kernel.metrics, ignore_zero_hits, confidence
-        self.chance = chance
+        self.chance, self.items = chance, items
         super().__init__(kernel, output_transform, device, skip_unrolling, prefix, query_mode=query_mode)
 
 
@@ -277,5 +286,8 @@ ListMetrics.__doc__ = docstring(
         "chance": 'False (default) or True: every name is followed by ``"{name}_expected"``, '
         '``"{name}_adjusted"`` and ``"{name}_z"`` (the mean under a uniformly random ranking, the '
         "chance-adjusted index and the z-score; see docs/chance.md).",
+        "items": "None (default) or the catalog's ``ItemData``: then the beyond-accuracy names "
+        '(``"coverage@10"``, ``"novelty@10"``, ...; docs/beyond_accuracy.md) may stand beside the '
+        "accuracy names, over the same top-k selection (score columns are the item ids).",
     },
 )

@@ -3,10 +3,12 @@
 The Keras lifecycle (``rankstream.adapters.keras_lifecycle.KernelMetric``: one variable per
 field with ``aggregation="sum"``, ``state_dict``) over the core collection with beyond-accuracy
 names. ``update_state(y_true, y_pred)`` takes keras-rs's list layout: ``y_pred`` ``(B, N)``
-scores whose columns are the item ids. The ranked ids are read back to the host, so the metric
-runs eagerly: on the torch backend (eager by default) compiled models are fine; on TensorFlow
-compile with ``run_eagerly=True``; on JAX (whose ``evaluate`` hands metrics traced values) it
-raises a ``ValueError``.
+scores whose columns are the item ids. Nothing is read back to the host: the top-k ids come
+from ``keras.ops.top_k`` (the lower id first among ties), the per-item counts are summed
+variables added to by one weighted histogram (``segment_sum``, static length ``len(top_k) *
+N``), the per-list means summed scalars, so the metric runs inside compiled steps
+(``jit_compile=True`` on JAX and TensorFlow; on torch the compiled model as Keras runs it by
+default) as well as eagerly. ``rankstream.keras.ListMetrics(..., items=)`` takes the same names.
 """
 
 from __future__ import annotations

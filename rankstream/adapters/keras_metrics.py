@@ -17,6 +17,7 @@ from keras import ops as K
 
 from rankstream.adapters.keras_args import Seed, args_section, describe, signature
 from rankstream.adapters.keras_lifecycle import KernelMetric, query_ids_settings
+from rankstream.core.beyond.items import ItemData
 from rankstream.core.inputs import check_k
 from rankstream.core.lists.collection import ListMetrics as ListMetricsKernel
 from rankstream.core.lists.ndcg import GAIN_NAMES
@@ -305,6 +306,11 @@ class ListMetrics(KernelMetric):
             (required in a compiled step; eagerly a checked bound), or None.
         query_mode: ``"whole"`` (each batch holds whole queries, unchecked: a query cut by a
             batch counts as two; the only mode in Keras).
+        items: None (default) or the catalog's ``ItemData``: then the beyond-accuracy names
+            (``"coverage@10"``, ``"novelty@10"``, ...; docs/beyond_accuracy.md) may stand beside
+            the accuracy names, over the same top-k selection (``y_pred``'s columns are the
+            item ids); in compiled steps too. Not part of ``get_config`` (give it again to
+            ``from_config``'s class).
     """
 
     _config = ("metrics", "shuffle_ties", "seed", "empty", "prefix")
@@ -314,14 +320,16 @@ class ListMetrics(KernelMetric):
                  state_dtype: str | None = None, prefix: str = "",
                  confidence: float | None = None, chance: bool = False,
                  ties: str | None = None, query_ids: bool = False, max_queries: int | None = None,
-                 max_query_length: int | None = None, query_mode: str = "whole") -> None:  # fmt: skip
+                 max_query_length: int | None = None, query_mode: str = "whole",
+                 items: ItemData | None = None) -> None:  # fmt: skip
         query = query_ids_settings(query_ids, max_queries, max_query_length, query_mode)
         self.metrics, self.shuffle_ties, self.seed, self.empty = list(metrics), shuffle_ties, seed, empty
-        self.confidence, self.chance, self.ties = confidence, chance, ties
+        self.confidence, self.chance, self.ties, self.items = confidence, chance, ties, items
         conventions = keras_rs_conventions(shuffle_ties, ties)
         kernel = ListMetricsKernel(
-            metrics, COLLECTION_DEFAULTS, empty=empty, confidence=confidence, chance=chance, **conventions
-        )
+            metrics, COLLECTION_DEFAULTS, empty=empty, confidence=confidence, chance=chance, items=items,
+            **conventions,
+        )  # fmt: skip
         seed_generator(shuffle_ties, seed)  # the arguments checked as given
         generator = seed_generator(conventions["ties"] == "random", seed)
         super().__init__(kernel, name, dtype, generator, state_dtype, prefix)

@@ -121,6 +121,7 @@ OPS_METHODS = (
     "tie_sums",
     # streamed distributions
     "histogram",
+    "bincount",
     # the passes of chance=True (rankstream.core.lists.chance)
     "valid_counts",
     "gain_sums",

@@ -366,6 +366,11 @@ class KerasOps(Ops):
         x = k.cast(fn(*items), dt)
         return count, k.sum(k.where(tie, x, k.zeros_like(x)), axis=1)
 
+    def bincount(self, keys: Array, weights: Array, length: int) -> Array:
+        """``(length,)``: per key the sum of ``weights`` ``(M,)`` at the integer ``keys``
+        ``(M,)`` (each within range): ``segment_sum`` with the static length, so it traces."""
+        return self.k.segment_sum(weights, self.k.cast(keys, "int32"), num_segments=length)
+
     def histogram(self, values: Array, weights: Array, edges: Array) -> Array:
         """``(T, H)``: per row of ``values`` ``(T, n)`` and bin ``i``, the sum of ``weights``
         ``(n,)`` with values in ``[edges[i], edges[i + 1])`` (the outer bins open-ended): static

@@ -335,6 +335,11 @@ class NumpyOps(Ops):
                 total[part] = np.bincount(r, weights=np.broadcast_to(x, r.shape), minlength=size)
         return count, total
 
+    def bincount(self, keys: Array, weights: Array, length: int) -> Array:
+        """``(length,)``: per key ``0 .. length - 1`` the sum of ``weights`` ``(M,)`` at the
+        integer ``keys`` ``(M,)`` (each within range; a zero weight adds nothing)."""
+        return np.bincount(keys, weights=weights, minlength=length).astype(weights.dtype)
+
     def histogram(self, values: Array, weights: Array, edges: Array) -> Array:
         """``(T, H)``: per row ``t`` of ``values`` ``(T, n)`` and bin ``i``, the sum of
         ``weights`` ``(n,)`` whose values lie in ``[edges[i], edges[i + 1])`` (``H =

@@ -521,6 +521,12 @@ class TorchOps(Ops):
                 total[r].index_add_(0, i, torch.broadcast_to(torch.as_tensor(x, dtype=acc), i.shape))
         return count, total
 
+    def bincount(self, keys: Array, weights: Array, length: int) -> Array:
+        """``(length,)``: per key the sum of ``weights`` ``(M,)`` at the integer ``keys``
+        ``(M,)`` (each within range): one ``index_add_``."""
+        out = torch.zeros(length, dtype=weights.dtype, device=weights.device)
+        return out.index_add_(0, keys.to(torch.int64), weights)
+
     def histogram(self, values: Array, weights: Array, edges: Array) -> Array:
         """``(T, H)``: per row of ``values`` ``(T, n)`` and bin ``i``, the sum of ``weights``
         ``(n,)`` with values in ``[edges[i], edges[i + 1])`` (``H = len(edges)``; below

@@ -18,8 +18,11 @@ items.num_items`` columns), with the batch's tie policy (``"first"``: the lower 
 ``ties="expected"`` is not offered here (its closed forms, in
 :mod:`rankstream.core.beyond.expected`, read every item of a row's tie group at the cut-off,
 past the selection: :class:`~rankstream.core.beyond.stream.BeyondAccuracy` computes them from
-dense scores), nor is ``chance=True``. Both raise. The ids are read back to the host (one
-``(B, k)`` integer copy per batch), so these kernels run eagerly (not under ``jit``).
+dense scores), nor is ``chance=True``. Both raise. Nothing is read back to the host: the
+values are the backend's operations on the ranked ids (lookups, prefix sums, one weighted
+``bincount`` of ``band * N + id`` for the counts: ``segment_sum`` with the static length
+``len(top_k) * N`` on Keras), so the kernels trace under ``jit`` (Keras compiled steps on JAX
+and TensorFlow). The keys are int32: ``len(top_k) * N < 2**31``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import numpy as np
 
 from rankstream.core.backends import Array, Ops
 from rankstream.core.beyond.items import ItemData
-from rankstream.core.beyond.measures import CATALOG, PER_LIST, catalog_value, item_counts, prefix_values
+from rankstream.core.beyond.measures import _LINEAR, CATALOG, PER_LIST, _item_values, catalog_value
 from rankstream.core.lists.base import ListKernel, ListOutput, list_sums
 from rankstream.core.lists.selection import Selection
 
@@ -113,9 +116,9 @@ class BeyondListKernel(ListKernel):
         return self.top_k[-1]
 
     def list_values(self, sel: Selection) -> ListOutput:
+        """Every list's value at every cut-off from the selection's ranked ids, with the
+        backend's operations only (no read-back: it traces under ``jit``)."""
         ops = sel.ops
-        if not ops.eager:
-            raise ValueError(f"{self.metric} reads the ranked ids back: run it eagerly (not under jit)")
         if sel.n != self.num_items:
             raise ValueError(
                 f"{self.metric}: the scores must have one column per item of ItemData "
@@ -123,33 +126,41 @@ class BeyondListKernel(ListKernel):
             )
         if sel.indices is None:  # a selection made without this kernel's depth(): no ids kept
             raise ValueError(f"{self.metric} needs the ranked ids: select with its depth() first")
-        ids = ops.to_numpy(sel.indices).astype(np.int64)
-        valid = np.ones(ids.shape, dtype=bool) if sel.in_list is None else ops.to_numpy(sel.in_list) > 0
         like, acc = sel.positions, sel.positions.dtype
-        need = 2 if self.metric in ("diversity", "ild") else 1
+        ids = ops.cast(sel.indices, ops.int_dtype())
+        valid = (ids >= 0) if sel.in_list is None else (sel.in_list > 0)
+        safe = ops.where(valid, ids, ids * 0)
+        vf = ops.cast(valid, acc)
+        big_k = int(ids.shape[1])
+        cols = ops.asarray(np.minimum(np.asarray(self.top_k), big_k) - 1, like, ops.int_dtype())
+        length = ops.take(ops.cumsum(vf, axis=1), cols, axis=1)
         if self._catalog:
-            values = np.zeros((ids.shape[0], len(self.top_k)))
-            relevant = valid[:, 0]
+            values, relevant = length * 0.0, valid[:, 0]
         else:
-            values, length = prefix_values(self.metric, ids, valid, self._items, self.top_k)
-            relevant = length[:, 0] >= need
-        return BeyondOutput(
-            values=ops.asarray(values, like, acc),
-            relevant=ops.asarray(relevant, like),
-            ids=ops.asarray(np.where(valid, ids, -1), like),
-        )
+            values = _traced_values(self.metric, ops, self._items, safe, valid, vf, length, cols, like)
+            relevant = length[:, 0] >= (2 if self.metric in ("diversity", "ild") else 1)
+        return BeyondOutput(values=values, relevant=relevant, ids=ops.where(valid, ids, ids * 0 - 1))
 
     def reduce(self, ops: Ops, out: ListOutput) -> dict[str, Array]:
-        """The list kernels' sums, and the batch's ``item_count`` for a catalog-wide metric."""
+        """The list kernels' sums, and the batch's ``item_count`` for a catalog-wide metric:
+        one weighted ``bincount`` of ``band * N + id`` (each ranked item in the band of the
+        smallest cut-off reaching it), summed up over the bands. Traceable."""
         sums = list_sums(ops, out, self._list_fields)
         if self._catalog:
+            acc = sums["weight_sum"].dtype
             counted = out.counted if out.invalid is None else out.counted & ~out.invalid
             if out.weights is not None:
                 counted = counted & (out.weights > 0)
-            keep = ops.to_numpy(counted).astype(bool)
-            ids = ops.to_numpy(out.ids)[keep]
-            counts = item_counts(np.maximum(ids, 0), ids >= 0, self.top_k, self.num_items)
-            sums["item_count"] = ops.asarray(counts, sums["weight_sum"], sums["weight_sum"].dtype)
+            ids = out.ids
+            big_k, n, nk = int(ids.shape[1]), self.num_items, len(self.top_k)
+            ks = np.minimum(np.asarray(self.top_k), big_k)
+            band = np.searchsorted(ks, np.arange(1, big_k + 1), side="left")  # (K,): nk = past every k
+            like = sums["weight_sum"]
+            offset = ops.asarray((band * n)[None, :], like, ops.int_dtype())
+            keep = (ids >= 0) & counted[:, None] & ops.asarray((band < nk)[None, :], like)
+            keys = ops.reshape(ops.where(keep, offset + ids, ids * 0), (-1,))  # dropped: key 0, weight 0
+            counts = ops.bincount(keys, ops.reshape(ops.cast(keep, acc), (-1,)), nk * n)
+            sums["item_count"] = ops.cumsum(ops.reshape(counts, (nk, n)), axis=0)
         return sums
 
     def compute(self, sums: Any, xp: Any = np) -> dict[str, Array]:
@@ -163,6 +174,51 @@ class BeyondListKernel(ListKernel):
 
     def __repr__(self) -> str:
         return f"BeyondListKernel({self.metric!r}, top_k={self.top_k}, {self._items!r})"
+
+
+def _ratio(ops: Ops, num: Array, den: Array) -> Array:
+    ok = den > 0
+    return ops.where(ok, num / ops.where(ok, den, den * 0.0 + 1.0), num * 0.0)
+
+
+def _traced_values(
+    metric: str,
+    ops: Ops,
+    items: ItemData,
+    safe: Array,
+    valid: Array,
+    vf: Array,
+    length: Array,
+    cols: Array,
+    like: Array,
+) -> Array:
+    """``(B, len(ks))`` a per-list metric at every cut-off (the definitions of
+    :mod:`rankstream.core.beyond.measures`) with the backend's operations: per-item values
+    looked up and summed along the list; ``diversity`` from each position's earlier positions
+    of its category (a ``(B, K, K)`` comparison, ``K`` the depth); ``ild`` from the prefix sums
+    of the normalised embeddings."""
+    acc = vf.dtype
+    if metric in _LINEAR:
+        table = ops.asarray(_item_values(metric, items), like, acc)
+        cum = ops.take(ops.cumsum(ops.lookup(table, safe) * vf, axis=1), cols, axis=1)
+        return cum if metric == "aclt" else _ratio(ops, cum, length)
+    pairs = length * (length - 1.0) / 2.0
+    if metric == "diversity":
+        cats = ops.lookup(ops.asarray(items.categories, like, ops.int_dtype()), safe)
+        big_k = int(safe.shape[1])
+        earlier = ops.asarray(np.tri(big_k, big_k, -1, dtype=bool)[None], like)  # [j, i]: i < j
+        both = valid[:, :, None] & valid[:, None, :]
+        same = (cats[:, :, None] == cats[:, None, :]) & earlier & both
+        shared = ops.take(ops.cumsum(ops.sum(ops.cast(same, acc), axis=2), axis=1), cols, axis=1)
+        return ops.where(pairs > 0, 1.0 - _ratio(ops, shared, pairs), pairs * 0.0)
+    emb = items.embeddings
+    d = emb.shape[1]
+    flat = ops.asarray(emb.reshape(-1), like, acc)
+    at = safe[:, :, None] * d + ops.asarray(np.arange(d)[None, None, :], like, ops.int_dtype())
+    u = ops.lookup(flat, at) * vf[:, :, None]
+    s = ops.take(ops.cumsum(u, axis=1), cols, axis=1)  # (B, len(ks), d)
+    dots = (ops.sum(s * s, axis=2) - length) / 2.0
+    return ops.where(pairs > 0, 1.0 - _ratio(ops, dots, pairs), pairs * 0.0)
 
 
 def beyond_kernel(name: str, items: ItemData | None, **conventions: Any) -> BeyondListKernel:
