@@ -1,8 +1,8 @@
 """The DCG and nDCG part of :mod:`rankstream.core.lists.chance`: each list's sums of gains
 (:class:`_Gains`, :func:`share_gain_pass`), its ideal DCG (:func:`share_ideal`,
 :func:`_ideal_dcg`) and the moments of DCG and nDCG under a uniformly random ranking
-(:func:`_dcg_terms`), with the row-tile helpers both parts read. The formulas and the
-enumerations that check them are in ``docs/chance.md``."""
+(:func:`dcg_terms`, what the DCG and nDCG kernels' hooks return), with the row-tile helpers
+both parts read. The formulas and the enumerations that check them are in ``docs/chance.md``."""
 
 from __future__ import annotations
 
@@ -357,7 +357,7 @@ def _ideal_from_top(kernel: Any, sel: Selection, summed: tuple[Array, ...], kk: 
     if rows.size == 0:
         return idcg
     if 2 * rows.size > b:
-        return ops.where(closed[:, None], idcg, _ideal_dcg(kernel, sel, None))
+        return ops.where(closed[:, None], idcg, _ideal_dcg(kernel, sel, None, False))
     cuts, acc = kernel.discount_cuts(sel), sel.positions.dtype
     step = max(sel.ctx.sizes.chance_tile_values // max(sel.n, 1), 1)
     parts = []
@@ -378,17 +378,16 @@ def _ideal_from_top(kernel: Any, sel: Selection, summed: tuple[Array, ...], kk: 
     return ops.set_rows(idcg, index, ops.concat(parts, axis=0) if len(parts) > 1 else parts[0])
 
 
-def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None) -> Array:
+def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None, normalised: bool) -> Array:
     """``IDCG@k`` ``(B, len(top_k))`` as the kernel reads it: named gains without item weights
     where the kernel has it (nDCG: the shared ``topk`` of the labels), else from the nonzero
-    gains where every gain is ``>= 0``, else a ``topk`` of every item's (weighted) gain."""
-    from rankstream.core.lists.dcg import DCGKernel
-
+    gains where every gain is ``>= 0``, else a ``topk`` of every item's (weighted) gain
+    (``normalised``: nDCG, whose shared ideal ranking serves even where the gains were found)."""
     ops = sel.ops
     cuts = kernel.discount_cuts(sel)
     conv = kernel.conventions
     named = sel.batch_item_weights is None and isinstance(kernel.gain, str)
-    if named and (not isinstance(kernel, DCGKernel) or gains is None):
+    if named and (normalised or gains is None):
         cached = ("ideal", False) in sel.shared and ("ideal", True) not in sel.shared
         ideal, ideal_in = sel.ideal(prefix=not cached)  # the one the kernel took
         top = kernel._gains(sel, ideal)
@@ -496,7 +495,10 @@ def _equal_gains(kernel: Any, sel: Selection, s1: Array, s2: Array) -> Array | N
     return c if ops.host_bools(ops.all(ok))[0] else None
 
 
-def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Array, Array]:
+def dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Array, Array]:
+    """``(E, Var, best)`` of DCG@k (``normalised`` False: the DCG kernel's hook) or of nDCG@k
+    (True: divided by ``IDCG@k``, its square and itself), from the sums of gains (Hoeffding's
+    linear permutation statistic; see :mod:`~rankstream.core.lists.chance`)."""
     ops = sel.ops
     n = list_sizes(sel)
     kk = _clipped_ks(sel, kernel.top_k, n)
@@ -542,7 +544,7 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
     elif not normalised and summed is not None:
         idcg = _ideal_from_top(kernel, sel, summed, kk, table)
     else:
-        idcg = _ideal_dcg(kernel, sel, gains)
+        idcg = _ideal_dcg(kernel, sel, gains, normalised)
     if not normalised:
         return mean, var, idcg
     return _divide(sel, mean, idcg), _divide(sel, var, idcg * idcg), _divide(sel, idcg, idcg)

@@ -139,6 +139,14 @@ class ListDefinition:
         if chance:
             check_chance(self)
 
+    #: the hook of ``chance=True``, declared by the kernel file of a metric whose moments under a
+    #: uniformly random ranking are known: a method ``chance_moments(self, sel) -> (E, Var, best)``,
+    #: each ``(B, len(top_k))`` (per list, the expected value and the variance of the metric at
+    #: every ``k`` under a random ranking of its items, and its value under the ideal ranking),
+    #: built from the helpers of :mod:`~rankstream.core.lists.chance`; None (``chance=True``
+    #: refused, naming the metrics that declare it) where the metric declares none
+    chance_moments: Any = None
+
     @property
     def confidence(self) -> float | None:
         """The level of the reported interval (None: no standard error, no interval)."""

@@ -36,7 +36,7 @@ import numpy as np
 
 from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListKernel, ListOutput, Selection, call_user
-from rankstream.core.lists.chance import share_ideal
+from rankstream.core.lists.chance import dcg_terms, share_ideal
 from rankstream.core.lists.ties import group_means
 from rankstream.core.relevant.ranks import ratio
 
@@ -221,6 +221,11 @@ class NDCGKernel(ListKernel):
         return ListOutput(self.divide(sel, dcg, idcg), ideal_gains[:, 0] > 0, g_sum, wg_sum)
 
     # -- over the ranks of the relevant items (rankstream.core.relevant) -------------------
+    def chance_moments(self, sel: Selection) -> tuple[Array, Array, Array]:
+        """Under a random ranking: DCG@k is a linear permutation statistic (Hoeffding), divided
+        by ``IDCG@k`` (:func:`~rankstream.core.lists.chance_gains.dcg_terms`)."""
+        return dcg_terms(self, sel, normalised=True)
+
     def rank_gains(self, labels: np.ndarray) -> np.ndarray:
         """The gains of host labels (those below the threshold count as 0); a callable gain
         must give 0 at label 0 (the items that are not slots hold label 0)."""

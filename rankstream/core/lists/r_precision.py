@@ -32,6 +32,7 @@ from rankstream.core.backends import Array, Context
 from rankstream.core.inputs import ListBatch
 from rankstream.core.lists.base import WHOLE_LIST, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.lists.chance import binary_counts, r_precision_terms
 from rankstream.core.relevant.ranks import ratio
 
 
@@ -73,6 +74,11 @@ class RPrecisionKernel(BinaryListKernel):
         rel = self.expected_relevance(sel, rel)  # each position's expected relevance (ties="expected")
         in_top_r = sel.ops.where(sel.positions[None, :] <= n_rel[:, None], rel, 0.0)
         return self.divide(sel, sel.ops.sum(in_top_r, axis=1), n_rel)[:, None]
+
+    def chance_moments(self, sel: Selection) -> tuple[Array, Array, Array]:
+        """Under a random ranking: precision at ``k = R``, ``E = R / N``; best 1 where ``R > 0``."""
+        r, n, has = binary_counts(self, sel)
+        return r_precision_terms(sel, n, r, has)
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """``hits@R / R`` from the relevant ranks (each list's own ``R``)."""
