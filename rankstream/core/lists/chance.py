@@ -126,10 +126,10 @@ CHANCE_METRICS = ("ndcg", "dcg", "map", "precision", "recall", "hit_rate", "mrr"
 
 
 def declares_moments(kernel: Any) -> bool:
-    """Whether the kernel's class declares its moments under a random ranking: a
-    ``chance_moments(sel)`` method of its own (or of a base class other than the contract's,
-    whose ``chance_moments`` is None)."""
-    return callable(getattr(type(kernel), "chance_moments", None))
+    """Whether a kernel (or a kernel class) declares its moments under a random ranking: a
+    ``chance_moments(sel)`` method of its own or of a base class (the contract's is None)."""
+    cls = kernel if isinstance(kernel, type) else type(kernel)
+    return callable(getattr(cls, "chance_moments", None))
 
 
 def check_chance(kernel: Any) -> None:
