@@ -179,7 +179,7 @@ def first_relevant_law(kernel: Any, sel: Selection, n: Array, r: Array) -> tuple
     every metric that asks with the same threshold and width (hit rate, MRR)."""
     width = min(kernel.top_k[-1], sel.k)
     t = kernel.conventions.relevance_threshold
-    s, p = sel.once(("chance_survival", t, width), lambda: _survival(sel, n, r, width))
+    s, p = sel.once("survival", lambda: _survival(sel, n, r, width), (t, width))
     return s, p, width
 
 

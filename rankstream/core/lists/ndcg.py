@@ -184,10 +184,10 @@ class NDCGKernel(ListKernel):
             best = ops.topk(ops.where(member, wg, float("-inf")), sel.k)[0]
             return ops.where(best > float("-inf"), best, 0.0), g_sum, ops.sum(wg, axis=1), g_in
 
-        key = ("item_gain_rows", *self.gain_key())
-        if not top and (*key, True) in sel.shared:
-            return sel.shared[(*key, True)]
-        return sel.once((*key, top), lambda: sel.by_rows(block))
+        key = self.gain_key()
+        if not top and (key, True) in sel.shared.item_gains:
+            return sel.shared.item_gains[(key, True)]
+        return sel.once("item_gains", lambda: sel.by_rows(block), (key, top))
 
     def list_values(self, sel: Selection) -> ListOutput:
         if self.chance:  # chance's pass of the gains may give the ideal ranking first
