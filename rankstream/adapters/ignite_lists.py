@@ -214,6 +214,18 @@ PEER_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+def register(row: ListMetricRow) -> type[KernelMetric]:
+    """The ignite class of a row registered at runtime (:func:`rankstream.core.lists.table.register`):
+    made as the table's (:func:`list_metric_class`), bound in this module under its names (where
+    pickle finds it) and its defaults given to the collection (``ListMetrics``)."""
+    cls = list_metric_class(row)
+    named = dict.fromkeys((row.ignite.name, *row.ignite.also), cls)
+    CLASSES.update(named)
+    globals().update(named)
+    PEER_DEFAULTS[row.name] = {k: v for k, v in row.ignite.defaults.items() if k != "top_k"}
+    return cls
+
+
 def _spelled(row: ListMetricRow) -> str:
     aliases = ", ".join(f"``{a}``" for a in row.aliases)
     return f"``{row.name}``" + (f" ({aliases})" if aliases else "")

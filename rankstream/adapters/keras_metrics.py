@@ -259,6 +259,18 @@ COLLECTION_DEFAULTS = {
 }
 
 
+def register(row: ListMetricRow) -> type[KernelMetric]:
+    """The Keras class of a row registered at runtime (:func:`rankstream.core.lists.table.register`):
+    made and registered with Keras as the table's (:func:`list_metric_class`), bound in this
+    module under its names and its defaults given to the collection (``ListMetrics``)."""
+    cls = list_metric_class(row)
+    named = dict.fromkeys((row.keras.name, *row.keras.also), cls)
+    LIST_CLASSES.update(named)
+    globals().update(named)
+    COLLECTION_DEFAULTS[row.name] = {"relevance_threshold": cls.threshold, **cls._options}
+    return cls
+
+
 @keras.saving.register_keras_serializable(package="rankstream")
 class ListMetrics(KernelMetric):
     """Several list metrics from one selection per batch, ``ListMetrics(["ndcg@10", "map@5",

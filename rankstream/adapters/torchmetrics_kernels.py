@@ -43,10 +43,11 @@ class RetrievedRecallKernel(RecallKernel):
     def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
         ops = sel.ops
         every = sel.once(
-            ("relevant", None),
+            "relevant",
             lambda: ops.count_relevant(
                 sel.item_labels, 0.0, True, sel.full_valid, sel.positions.dtype, sel.ctx.workspace
             ),
+            None,
         )
         return self.divide(sel, self.hits(sel, rel), every[:, None])
 

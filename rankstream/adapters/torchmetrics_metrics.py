@@ -568,3 +568,20 @@ CLASSES = {
         "RetrievalERR", "RetrievalRBP",
     )
 }  # fmt: skip
+
+#: a row of this adapter, as :func:`register` takes it (the class name, the docstring's opening,
+#: the kernel from the metric and ``k``, its options and flags)
+RetrievalRow = _Row
+
+
+def register(row: _Row) -> type[RetrievalListMetric]:
+    """The torchmetrics class of a list metric defined outside this module (its kernel's row
+    registered with :func:`rankstream.core.lists.table.register` for the other forms): made as
+    the module's own rows (:func:`_metric_class`), bound here under ``row.name`` (where pickle
+    finds it). A ``ValueError`` for a name taken already."""
+    if row.name in CLASSES or row.name in globals():
+        raise ValueError(f"a torchmetrics class named {row.name!r} exists already")
+    cls = _metric_class(row, CLASSES[row.parent] if row.parent else RetrievalListMetric)
+    CLASSES[row.name] = cls
+    globals()[row.name] = cls
+    return cls

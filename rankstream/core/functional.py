@@ -18,7 +18,7 @@ from typing import Any
 from rankstream.core.backends import Array  # noqa: F401  (the kernels' annotations name it)
 from rankstream.core.inputs import check_positive_ints
 from rankstream.core.lists.base import ListKernel
-from rankstream.core.lists.table import LIST_METRICS
+from rankstream.core.lists.table import LIST_METRICS, ListMetricRow
 
 
 def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool = True) -> Callable[..., Any]:
@@ -92,4 +92,12 @@ def per_list_function(kernel_cls: type[ListKernel], name: str, *, with_k: bool =
 globals().update(
     {row.function: per_list_function(row.kernel, row.function, with_k=row.takes_k) for row in LIST_METRICS}
 )
-__all__ = sorted(["per_list_function", *(row.function for row in LIST_METRICS)])
+__all__ = sorted(["per_list_function", "register", *(row.function for row in LIST_METRICS)])
+
+
+def register(row: ListMetricRow) -> Callable[..., Any]:
+    """The functional form of a row registered at runtime
+    (:func:`rankstream.core.lists.table.register`), bound in this module as ``row.function``."""
+    function = per_list_function(row.kernel, row.function, with_k=row.takes_k)
+    globals()[row.function] = function
+    return function

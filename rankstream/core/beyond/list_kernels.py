@@ -109,10 +109,10 @@ class BeyondListKernel(ListKernel):
             own["item_count"] = (len(self.top_k), self.num_items)
         return own
 
-    def depth(self, ctx: Any, batch: Any, shared: dict[Any, Any]) -> int:
+    def depth(self, ctx: Any, batch: Any, shared: Any) -> int:
         """The largest ``k``; and the selection must order every tie by the policy (it may
         otherwise leave ties of equal labels in any order, which no accuracy metric sees)."""
-        shared["ranked_ids"] = True
+        shared.ranked_ids = True
         return self.top_k[-1]
 
     def list_values(self, sel: Selection) -> ListOutput:

@@ -17,6 +17,7 @@ from rankstream.core.inputs import ListBatch
 from rankstream.core.lists.definition import ListDefinition
 from rankstream.core.lists.outputs import ListOutput, joined_outputs
 from rankstream.core.lists.selection import row_slices
+from rankstream.core.lists.shared import BatchShared
 from rankstream.core.state import join_flat, zero_sums
 
 
@@ -45,7 +46,7 @@ def exported(ops: Ops, sums: Mapping[str, Array], flat: Mapping[str, tuple[int, 
     return {name: ops.export(value) for name, value in sums.items()}
 
 
-def _depth(ctx: Context, kernels: list[ListDefinition], batch: ListBatch, shared: dict[Any, Any]) -> int:
+def _depth(ctx: Context, kernels: list[ListDefinition], batch: ListBatch, shared: BatchShared) -> int:
     """The deepest of the kernels' depths on ``batch``."""
     if len(kernels) == 1:
         return kernels[0].depth(ctx, batch, shared)
@@ -62,7 +63,7 @@ def select_outputs(ctx: Context, kernels: list[ListDefinition], batch: ListBatch
     block's selection, and the values those of the one selection, summed in another order."""
     if batch.batch_size == 0:  # no list: nothing to read
         return [_no_lists(ctx.ops, kernel, batch) for kernel in kernels]
-    shared: dict[Any, Any] = {}
+    shared = BatchShared()
     k, blocks = _blocks_of(ctx, kernels, batch, shared)
     if blocks is not None:
         return _by_blocks(ctx, kernels, batch, blocks, reduce=False)
@@ -78,7 +79,7 @@ def select_sums(ctx: Context, kernels: list[ListDefinition], batch: ListBatch) -
     with a few kernels, about the scores' own size once joined over the batch.)"""
     if batch.batch_size == 0:  # no list: nothing to read, the sums are zeros (an update's no-op)
         return [zero_sums(ctx.ops, kernel.fields, batch.scores) for kernel in kernels]
-    shared: dict[Any, Any] = {}
+    shared = BatchShared()
     k, blocks = _blocks_of(ctx, kernels, batch, shared)
     if blocks is not None and not any(kernel._weighs for kernel in kernels):
         return _by_blocks(ctx, kernels, batch, blocks, reduce=True)
@@ -97,7 +98,7 @@ def _no_lists(ops: Ops, kernel: ListDefinition, batch: ListBatch) -> ListOutput:
 
 
 def _blocks_of(
-    ctx: Context, kernels: list[ListDefinition], batch: ListBatch, shared: dict[Any, Any]
+    ctx: Context, kernels: list[ListDefinition], batch: ListBatch, shared: BatchShared
 ) -> tuple[int, list[slice] | None]:
     """The depth of the kernels on ``batch`` and the blocks of rows it is selected in (None:
     in one piece; :func:`selection_blocks`)."""
@@ -109,7 +110,7 @@ def _blocks_of(
 
 
 def _outputs(
-    ctx: Context, kernels: list[ListDefinition], batch: ListBatch, k: int, shared: dict[Any, Any]
+    ctx: Context, kernels: list[ListDefinition], batch: ListBatch, k: int, shared: BatchShared
 ) -> list[ListOutput]:
     """Every kernel's :meth:`ListDefinition.outputs` of the batch in one piece."""
     first = kernels[0]
@@ -180,7 +181,7 @@ def _blocks_joined(
     first = kernels[0]
     outs: list[Any] = []
     for rows in blocks:
-        block, shared = batch.rows(rows), {}
+        block, shared = batch.rows(rows), BatchShared()
         if on is not ctx:
             held = (None if a is None else on.ops.asarray(a) for a in _batch_arrays(block))
             block = ListBatch(on.ops, *held)

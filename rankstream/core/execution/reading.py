@@ -17,6 +17,7 @@ from rankstream.core.inputs import (
 )
 from rankstream.core.lists.definition import ListDefinition
 from rankstream.core.lists.selection import Selection, positions
+from rankstream.core.lists.shared import BatchShared
 from rankstream.core.lists.ties import tie_groups
 from rankstream.core.topk import top_ranked
 
@@ -26,13 +27,13 @@ def select(
     kernel: ListDefinition,
     batch: ListBatch,
     k: int | None = None,
-    shared: dict[Any, Any] | None = None,
+    shared: BatchShared | None = None,
 ) -> Selection:
     """The top ``k`` (default: :meth:`depth`) of every list, once per batch. Items not in
     the list never count, whatever their label: the ranked labels are 0 there, and the
     passes over the whole batch read the labels with the mask (no masked copy)."""
     ops = ctx.ops
-    shared = {} if shared is None else shared
+    shared = BatchShared() if shared is None else shared
     scores, labels, valid = batch.scores, batch.labels, batch.valid
     n = batch.list_size
     k = min(k or kernel.depth(ctx, batch, shared), n)
@@ -44,8 +45,8 @@ def select(
     if ctx.read_back:
         also = list_values_ok(ops, labels, batch.weights, batch.item_weights, valid, ctx.workspace)
     # the kernels read the labels and membership at each rank (and item weights, when given)
-    # (not where a kernel reads the ranked ids: its depth() set shared["ranked_ids"])
-    key = labels if batch.item_weights is None and not shared.get("ranked_ids") else None
+    # (not where a kernel reads the ranked ids: its depth() set shared.ranked_ids)
+    key = labels if batch.item_weights is None and not shared.ranked_ids else None
     ranked = top_ranked(ctx, scores, k, valid=valid, ties=kernel.conventions.ties, also=also, labels=key)
     idx = ranked.indices
     lab_sel = ops.cast(ops.take_along(labels, idx), acc)
@@ -78,7 +79,7 @@ def select(
         values_ok=ranked.also_ok,
         shared=shared,
         ties=groups,
-        indices=idx if shared.get("ranked_ids") else None,
+        indices=idx if shared.ranked_ids else None,
     )
 
 

@@ -44,9 +44,7 @@ from rankstream.core.inputs import ListBatch
 from rankstream.core.lists.base import WHOLE_LIST, ListOutput, Selection
 from rankstream.core.lists.binary import BinaryListKernel
 from rankstream.core.lists.selection import join_rows, row_slices
-
-#: where the scores of the batch wait for the metric in the selection's shared dict
-_SCORES = "auc_scores"
+from rankstream.core.lists.shared import BatchShared
 
 
 def midrank_auc(ops: Any, scores: Array, pos: Array, neg: Array) -> tuple[Array, Array, Array]:
@@ -115,14 +113,14 @@ class AUCKernel(BinaryListKernel):
             raise TypeError(f"weight_by_size must be True or False, got {weight_by_size!r}")
         self.weight_by_size = weight_by_size
 
-    def depth(self, ctx: Context, batch: ListBatch, shared: dict[Any, Any]) -> int:
+    def depth(self, ctx: Context, batch: ListBatch, shared: BatchShared) -> int:
         """1: the metric reads the scores themselves (kept in ``shared``), not the selection."""
-        shared[_SCORES] = (batch.scores, batch.valid)
+        shared.scores = (batch.scores, batch.valid)
         return 1
 
     def list_values(self, sel: Selection) -> ListOutput:
         ops = sel.ops
-        scores = sel.shared[_SCORES][0]
+        scores = sel.shared.scores[0]
         b, n = int(scores.shape[0]), int(scores.shape[1])
         # where values are read back (eager), large batches go in blocks of rows: the sort and
         # its dozen (rows, N) temporaries of each block stay a small share of the scores
@@ -144,7 +142,7 @@ class AUCKernel(BinaryListKernel):
         """``(AUC, P, Q, W)`` of the lists ``rows`` (``W``: the relevant items' weight sums
         under per-item weights, else None)."""
         ops, acc = sel.ops, sel.positions.dtype
-        scores, valid = sel.shared[_SCORES]
+        scores, valid = sel.shared.scores
         scores = scores[rows]
         rel = self.is_relevant(sel, sel.item_labels[rows])
         if valid is None:

@@ -30,6 +30,7 @@ from rankstream.core.lists.outputs import (
     squared_list_values_of,
 )
 from rankstream.core.lists.selection import Selection
+from rankstream.core.lists.shared import BatchShared
 
 __all__ = [
     "INTERVAL_QUANTITIES",
@@ -96,7 +97,7 @@ class ListKernel(ListDefinition):
         return execution.read_batch(ctx, self, y_pred, y, mask, sample_weight)
 
     def selection(
-        self, ctx: Context, batch: ListBatch, k: int | None = None, shared: dict[Any, Any] | None = None
+        self, ctx: Context, batch: ListBatch, k: int | None = None, shared: BatchShared | None = None
     ) -> Selection:
         """The top ``k`` (default: :meth:`depth`) of every list, once per batch
         (:func:`~rankstream.core.execution.select`)."""

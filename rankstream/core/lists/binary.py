@@ -26,6 +26,7 @@ import numpy as np
 from rankstream.core.backends import Array, Context
 from rankstream.core.inputs import ListBatch
 from rankstream.core.lists.base import ListKernel, ListOutput, Selection
+from rankstream.core.lists.shared import BatchShared
 from rankstream.core.lists.ties import first_relevant, group_means
 
 if TYPE_CHECKING:
@@ -64,16 +65,16 @@ class BinaryListKernel(ListKernel):
             w_items = ops.where(rel, ops.cast(sel.batch_item_weights[rows], sel.positions.dtype), 0.0)
             return ops.sum(w_items, axis=1), ops.topk(w_items, sel.k)[0] if top else None
 
-        if not top and ("item_weighted_relevance", t, True) in sel.shared:
-            return sel.shared[("item_weighted_relevance", t, True)]
-        return sel.once(("item_weighted_relevance", t, top), lambda: sel.by_rows(block))
+        if not top and (t, True) in sel.shared.weighted_relevance:
+            return sel.shared.weighted_relevance[(t, True)]
+        return sel.once("weighted_relevance", lambda: sel.by_rows(block), (t, top))
 
     #: the values read only the hits at each ``k`` (precision, recall, hit rate, F1): at a ``k``
     #: reaching every item of the batch's lists the hits are ``R`` whatever the order, so such a
     #: metric ranks nothing when every ``k`` does (:meth:`depth`)
     order_free_past_end = False
 
-    def depth(self, ctx: Context, batch: ListBatch, shared: dict[Any, Any]) -> int:
+    def depth(self, ctx: Context, batch: ListBatch, shared: BatchShared) -> int:
         """The largest ``k``; 1 for a metric that reads only the hits where every ``k`` reaches
         past the lists' end (the whole list: the hits are the relevant count, no ranking)."""
         if self.order_free_past_end and self.top_k[0] >= batch.list_size:

@@ -4,8 +4,12 @@ and its value under the ideal ranking, the terms of the chance-adjusted metrics.
 A list with ``N`` valid items (masked items, and items of weight ``<= 0`` under keras-rs
 weighting, are not in the list) of which ``R`` are relevant is ranked by a uniformly random
 permutation of its items; ``k`` is clipped to the list, ``k' = min(k, N)``. Each metric's moments
-come from a few per-list statistics, in one place (:func:`chance_terms`, dispatching on the kernel
-class; the DCG and nDCG part in :mod:`~rankstream.core.lists.chance_gains`):
+come from a few per-list statistics. Each kernel file declares its metric's moments as a hook,
+``chance_moments(sel) -> (E, Var, best)`` on its kernel class, built from the helpers here
+(:func:`binary_counts`, :func:`hits_terms`, :func:`ap_terms`, :func:`first_relevant_law`, ...)
+and in :mod:`~rankstream.core.lists.chance_gains` (:func:`dcg_terms`); :func:`chance_terms`
+calls the hook and :func:`check_chance` refuses ``chance=True`` where a kernel declares none.
+This module imports no metric file and looks at no kernel class:
 
 * binary metrics (Precision, Recall, HitRate, MRR, R-Precision, MAP): ``N`` and ``R``. The hits in
   the top ``k'`` are hypergeometric (``E = k' R / N``,
@@ -40,32 +44,38 @@ read back no pass makes a full-size temporary.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rankstream.core.backends import Array
 from rankstream.core.lists.chance_gains import (
     _at,
     _by_rows,
     _clipped_ks,
-    _dcg_terms,
     _divide,
     _prefix_table,
+    dcg_terms,
     list_sizes,
     share_gain_pass,
     share_ideal,
 )
 from rankstream.core.lists.selection import Selection
 
-if TYPE_CHECKING:
-    from rankstream.core.lists.base import ListKernel
-
 __all__ = [
     "CHANCE_QUANTITIES",
+    "ap_terms",
     "best_of",
+    "binary_counts",
     "chance_quantities",
     "chance_terms",
+    "check_chance",
+    "clipped_ks",
+    "dcg_terms",
+    "declares_moments",
     "expected_of",
+    "first_relevant_law",
+    "hits_terms",
     "list_sizes",
+    "r_precision_terms",
     "share_gain_pass",
     "share_ideal",
     "variance_of",
@@ -110,26 +120,22 @@ def _survival(sel: Selection, n: Array, r: Array, width: int) -> tuple[Array, Ar
     return _by_rows(sel, width, tile, n, r)
 
 
-#: the list metrics whose moments under a random ranking are known here (by kernel name)
-
-
+#: the list metrics of the table whose kernels declare :meth:`chance_moments` (by name, for the
+#: message of :func:`check_chance`; a test checks it against the table's kernels)
 CHANCE_METRICS = ("ndcg", "dcg", "map", "precision", "recall", "hit_rate", "mrr", "r_precision")
 
 
-def check_chance(kernel: Any) -> None:
-    """A ``ValueError`` for ``chance=True`` on a list metric without known moments under a
-    random ranking (F1, ERR, RBP, AUC), naming the ones that have them."""
-    from rankstream.core.lists.hit_rate import HitRateKernel
-    from rankstream.core.lists.map import MAPKernel
-    from rankstream.core.lists.ndcg import NDCGKernel
-    from rankstream.core.lists.precision import PrecisionKernel
-    from rankstream.core.lists.r_precision import RPrecisionKernel
-    from rankstream.core.lists.recall import RecallKernel
-    from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
+def declares_moments(kernel: Any) -> bool:
+    """Whether a kernel (or a kernel class) declares its moments under a random ranking: a
+    ``chance_moments(sel)`` method of its own or of a base class (the contract's is None)."""
+    cls = kernel if isinstance(kernel, type) else type(kernel)
+    return callable(getattr(cls, "chance_moments", None))
 
-    known = (NDCGKernel, MAPKernel, PrecisionKernel, RecallKernel, HitRateKernel, ReciprocalRankKernel,
-             RPrecisionKernel)  # fmt: skip
-    if isinstance(kernel, known):
+
+def check_chance(kernel: Any) -> None:
+    """A ``ValueError`` for ``chance=True`` on a list metric that declares no moments under a
+    random ranking (F1, ERR, RBP, AUC), naming the ones that have them."""
+    if declares_moments(kernel):
         return
     raise ValueError(
         f"chance=True: {type(kernel).__name__} has no moments under a random ranking here; "
@@ -137,51 +143,47 @@ def check_chance(kernel: Any) -> None:
     )
 
 
-def _binary_terms(kernel: ListKernel, sel: Selection, r: Array) -> tuple[Array, Array, Array]:
-    from rankstream.core.lists.hit_rate import HitRateKernel
-    from rankstream.core.lists.map import MAPKernel
-    from rankstream.core.lists.precision import PrecisionKernel
-    from rankstream.core.lists.r_precision import RPrecisionKernel
-    from rankstream.core.lists.recall import RecallKernel
-    from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
-
-    ops = sel.ops
+def binary_counts(kernel: Any, sel: Selection) -> tuple[Array, Array, Array]:
+    """``(R, N, has)`` of a binary metric: per list its relevant count ``R`` ``(B,)`` (the
+    kernel's own, shared by the metrics of one threshold), its size ``N`` ``(B,)``
+    (:func:`list_sizes`) and ``has = [R > 0]`` ``(B, 1)``."""
+    r = kernel.count_relevant(sel)
     n = list_sizes(sel)
-    has = ops.cast(r > 0, r.dtype)[:, None]
-    if isinstance(kernel, RPrecisionKernel):  # precision at k = R: E = R / N
-        mean, var = _hypergeometric(sel, r[:, None], n, r)
-        rr = r[:, None]
-        return _divide(sel, mean, rr), _divide(sel, var, rr * rr), has
-    kk = _clipped_ks(sel, kernel.top_k, n)
-    if isinstance(kernel, (PrecisionKernel, RecallKernel)):
-        mean, var = _hypergeometric(sel, kk, n, r)
-        best = ops.minimum(r[:, None], kk)
-        if isinstance(kernel, RecallKernel):
-            z = r[:, None] + 0.0 * kk
-        elif kernel.denominator == "k":
-            z = ops.asarray([float(k) for k in kernel.top_k], kk, kk.dtype)[None, :] + 0.0 * kk
-        else:
-            z = kk
-        return _divide(sel, mean, z), _divide(sel, var, z * z), _divide(sel, best, z)
-    if isinstance(kernel, MAPKernel):
-        return _ap_terms(kernel, sel, kk, n, r)
+    return r, n, sel.ops.cast(r > 0, r.dtype)[:, None]
+
+
+def clipped_ks(kernel: Any, sel: Selection, n: Array) -> Array:
+    """``k' = min(k, N)`` ``(B, len(top_k))`` for the kernel's ``top_k``."""
+    return _clipped_ks(sel, kernel.top_k, n)
+
+
+def hits_terms(sel: Selection, kk: Array, n: Array, r: Array, z: Array) -> tuple[Array, Array, Array]:
+    """``(E, Var, best)`` of ``hits@k / Z``: the hits in the top ``k'`` are hypergeometric
+    (:func:`_hypergeometric`), the best is ``min(R, k') / Z`` (precision: ``Z = k`` or ``k'``;
+    recall: ``Z = R``)."""
+    mean, var = _hypergeometric(sel, kk, n, r)
+    best = sel.ops.minimum(r[:, None], kk)
+    return _divide(sel, mean, z), _divide(sel, var, z * z), _divide(sel, best, z)
+
+
+def r_precision_terms(sel: Selection, n: Array, r: Array, has: Array) -> tuple[Array, Array, Array]:
+    """R-Precision, precision at ``k = R``: ``E = R / N``, ``Var`` the hypergeometric one at
+    ``k = R`` over ``R^2``, best 1 where ``R > 0``."""
+    mean, var = _hypergeometric(sel, r[:, None], n, r)
+    rr = r[:, None]
+    return _divide(sel, mean, rr), _divide(sel, var, rr * rr), has
+
+
+def first_relevant_law(kernel: Any, sel: Selection, n: Array, r: Array) -> tuple[Array, Array, int]:
+    """``(S, P, width)``: :func:`_survival` up to ``width = min(max k, K)``, kept per batch for
+    every metric that asks with the same threshold and width (hit rate, MRR)."""
     width = min(kernel.top_k[-1], sel.k)
     t = kernel.conventions.relevance_threshold
-    s, p = sel.once(("chance_survival", t, width), lambda: _survival(sel, n, r, width))
-    if isinstance(kernel, HitRateKernel):
-        # a k reaching every item: a hit wherever R > 0 (S(N) = 0), read from R since the
-        # selection (and so S) may be one deep there
-        hit = kernel.past_end(sel, 1.0 - kernel.cut(sel, s), lambda: has[:, 0])
-        return hit, hit * (1.0 - hit), has + 0.0 * hit
-    if isinstance(kernel, ReciprocalRankKernel):
-        inv = 1.0 / sel.positions
-        mean = ops.matmul(p, kernel.cut_weights(sel, inv)[:width])
-        second = ops.matmul(p, kernel.cut_weights(sel, inv * inv)[:width])
-        return mean, ops.maximum(second - mean * mean, 0.0), has + 0.0 * mean
-    raise TypeError(f"chance=True has no moments for {type(kernel).__name__}")
+    s, p = sel.once("survival", lambda: _survival(sel, n, r, width), (t, width))
+    return s, p, width
 
 
-def _ap_terms(kernel: Any, sel: Selection, kk: Array, n: Array, r: Array) -> tuple[Array, Array, Array]:
+def ap_terms(kernel: Any, sel: Selection, kk: Array, n: Array, r: Array) -> tuple[Array, Array, Array]:
     """AP@k: ``W_k = sum_{i <= j <= k} X_i X_j / j`` with ``E[W_k]`` and ``E[W_k^2]`` from the
     falling-factorial ratios ``m_s`` and ``H_k', H2_k'`` (MATH.md); ``AP@k = W_k / Z``."""
     if sel.batch_item_weights is not None:
@@ -208,22 +210,14 @@ def _ap_terms(kernel: Any, sel: Selection, kk: Array, n: Array, r: Array) -> tup
     return _divide(sel, mean, z), _divide(sel, var, z * z), _divide(sel, ops.minimum(rr, kk), z)
 
 
-# -- DCG and nDCG ----------------------------------------------------------------------------
-
-
-def chance_terms(kernel: ListKernel, sel: Selection) -> tuple[Array, Array, Array]:
+def chance_terms(kernel: Any, sel: Selection) -> tuple[Array, Array, Array]:
     """``(E, Var, best)``, each ``(B, len(top_k))``: per list, the expected value and the variance
     of the metric at every ``k`` under a uniformly random ranking of the list's items, and its
-    value under the ideal ranking (before any keras-rs division by the list weight)."""
-    from rankstream.core.lists.binary import BinaryListKernel
-    from rankstream.core.lists.dcg import DCGKernel
-    from rankstream.core.lists.ndcg import NDCGKernel
-
-    if isinstance(kernel, NDCGKernel):
-        return _dcg_terms(kernel, sel, normalised=not isinstance(kernel, DCGKernel))
-    if isinstance(kernel, BinaryListKernel):
-        return _binary_terms(kernel, sel, kernel.count_relevant(sel))
-    raise TypeError(f"chance=True has no moments for {type(kernel).__name__}")
+    value under the ideal ranking (before any keras-rs division by the list weight), as the
+    kernel declares them (its ``chance_moments(sel)``, built from this module's helpers)."""
+    if not declares_moments(kernel):
+        raise TypeError(f"chance=True has no moments for {type(kernel).__name__}")
+    return kernel.chance_moments(sel)
 
 
 def expected_of(out: Any) -> Array:

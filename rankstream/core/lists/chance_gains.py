@@ -1,8 +1,8 @@
 """The DCG and nDCG part of :mod:`rankstream.core.lists.chance`: each list's sums of gains
 (:class:`_Gains`, :func:`share_gain_pass`), its ideal DCG (:func:`share_ideal`,
 :func:`_ideal_dcg`) and the moments of DCG and nDCG under a uniformly random ranking
-(:func:`_dcg_terms`), with the row-tile helpers both parts read. The formulas and the
-enumerations that check them are in ``docs/chance.md``."""
+(:func:`dcg_terms`, what the DCG and nDCG kernels' hooks return), with the row-tile helpers
+both parts read. The formulas and the enumerations that check them are in ``docs/chance.md``."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def list_sizes(sel: Selection) -> Array:
     ops, acc = sel.ops, sel.positions.dtype
     if sel.full_valid is None:
         return ops.cast(sel.labels[:, 0], acc) * 0.0 + float(sel.n)  # no static batch size needed
-    return sel.once("chance_sizes", lambda: ops.valid_counts(sel.full_valid, acc, sel.ctx.workspace))
+    return sel.once("list_sizes", lambda: ops.valid_counts(sel.full_valid, acc, sel.ctx.workspace))
 
 
 def _clipped_ks(sel: Selection, ks: tuple[int, ...], n: Array) -> Array:
@@ -222,15 +222,15 @@ def _named_gain_sums(kernel: Any, sel: Selection, top: bool = False) -> tuple[Ar
     again with them. None elsewhere."""
     if not _sparse(kernel, sel) or sel.batch_item_weights is not None:
         return None
-    key = ("chance_sums", kernel.gain, kernel.conventions.relevance_threshold)
-    held = sel.shared.get(key)
+    key = (kernel.gain, kernel.conventions.relevance_threshold)
+    held = sel.shared.gain_sums.get(key)
     if held is None or (top and held[2] is None):
         pass_ = sel.ops.gain_top if top else sel.ops.gain_sums
         out = pass_(
             sel.item_labels, kernel.gain == "exp_rank", kernel.conventions.relevance_threshold,
             sel.full_valid, sel.positions.dtype, sel.ctx.workspace,
         )  # fmt: skip
-        held = sel.shared[key] = (*out, None, None) if len(out) == 2 else tuple(out)
+        held = sel.shared.gain_sums[key] = (*out, None, None) if len(out) == 2 else tuple(out)
     return held
 
 
@@ -261,22 +261,22 @@ def share_gain_pass(kernel: Any, sel: Selection) -> None:
     t = kernel.conventions.relevance_threshold
     if not _sparse(kernel, sel) or sel.batch_item_weights is not None or (t is not None and t <= 0):
         return
-    key = ("chance_sums", kernel.gain, t)
-    if ("relevant", t) in sel.shared or sel.shared.get(key) is not None:
+    key = (kernel.gain, t)
+    if t in sel.shared.relevant or sel.shared.gain_sums.get(key) is not None:
         return
     if not _looks_graded(kernel, sel) and _counted_gains(kernel, sel):
         count, most = sel.ops.count_and_max(
             sel.item_labels, 0.0 if t is None else t, t is None, sel.full_valid, sel.positions.dtype,
             sel.ctx.workspace,
         )  # fmt: skip
-        sel.shared[("relevant", t)], sel.shared[("label_max",)] = count, most
+        sel.shared.relevant[t], sel.shared.label_max = count, most
         return
     out = sel.ops.gain_top(
         sel.item_labels, kernel.gain == "exp_rank", t, sel.full_valid, sel.positions.dtype, sel.ctx.workspace,
         positive=True,
     )  # fmt: skip
-    sel.shared[key] = tuple(out[:4])
-    sel.shared[("relevant", t)] = out[4]
+    sel.shared.gain_sums[key] = tuple(out[:4])
+    sel.shared.relevant[t] = out[4]
 
 
 def _closed_flag(kernel: Any, sel: Selection) -> list[bool | None]:
@@ -313,7 +313,7 @@ def share_ideal(kernel: Any, sel: Selection) -> None:
     (every list closed where each holds at least ``K`` relevant items)."""
     if not _sparse(kernel, sel) or sel.batch_item_weights is not None:
         return
-    if ("ideal", True) in sel.shared or ("ideal", False) in sel.shared:
+    if sel.shared.ideal:
         return
     flag = _closed_flag(kernel, sel)
     if not flag[0]:
@@ -325,7 +325,7 @@ def share_ideal(kernel: Any, sel: Selection) -> None:
     ops, acc = sel.ops, sel.positions.dtype
     ideal = ops.zeros((int(summed[2].shape[0]), sel.k), sel.positions, acc) + summed[2][:, None]
     kept = (ideal, None if sel.full_valid is None else ideal * 0.0 + 1.0)
-    sel.shared[("ideal", True)] = sel.shared[("ideal", False)] = kept
+    sel.shared.ideal[True] = sel.shared.ideal[False] = kept
 
 
 def _ideal_from_top(kernel: Any, sel: Selection, summed: tuple[Array, ...], kk: Array, table: Array) -> Array:
@@ -357,7 +357,7 @@ def _ideal_from_top(kernel: Any, sel: Selection, summed: tuple[Array, ...], kk: 
     if rows.size == 0:
         return idcg
     if 2 * rows.size > b:
-        return ops.where(closed[:, None], idcg, _ideal_dcg(kernel, sel, None))
+        return ops.where(closed[:, None], idcg, _ideal_dcg(kernel, sel, None, False))
     cuts, acc = kernel.discount_cuts(sel), sel.positions.dtype
     step = max(sel.ctx.sizes.chance_tile_values // max(sel.n, 1), 1)
     parts = []
@@ -378,18 +378,17 @@ def _ideal_from_top(kernel: Any, sel: Selection, summed: tuple[Array, ...], kk: 
     return ops.set_rows(idcg, index, ops.concat(parts, axis=0) if len(parts) > 1 else parts[0])
 
 
-def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None) -> Array:
+def _ideal_dcg(kernel: Any, sel: Selection, gains: _Gains | None, normalised: bool) -> Array:
     """``IDCG@k`` ``(B, len(top_k))`` as the kernel reads it: named gains without item weights
     where the kernel has it (nDCG: the shared ``topk`` of the labels), else from the nonzero
-    gains where every gain is ``>= 0``, else a ``topk`` of every item's (weighted) gain."""
-    from rankstream.core.lists.dcg import DCGKernel
-
+    gains where every gain is ``>= 0``, else a ``topk`` of every item's (weighted) gain
+    (``normalised``: nDCG, whose shared ideal ranking serves even where the gains were found)."""
     ops = sel.ops
     cuts = kernel.discount_cuts(sel)
     conv = kernel.conventions
     named = sel.batch_item_weights is None and isinstance(kernel.gain, str)
-    if named and (not isinstance(kernel, DCGKernel) or gains is None):
-        cached = ("ideal", False) in sel.shared and ("ideal", True) not in sel.shared
+    if named and (normalised or gains is None):
+        cached = False in sel.shared.ideal and True not in sel.shared.ideal
         ideal, ideal_in = sel.ideal(prefix=not cached)  # the one the kernel took
         top = kernel._gains(sel, ideal)
         if ideal_in is not None:
@@ -426,7 +425,7 @@ def _from_ideal(kernel: Any, sel: Selection) -> tuple[Array, Array] | None:
     ops = sel.ops
     if not _counted_gains(kernel, sel):
         return None
-    kept = [sel.shared[key] for key in (("ideal", True), ("ideal", False)) if key in sel.shared]
+    kept = [sel.shared.ideal[key] for key in (True, False) if key in sel.shared.ideal]
     if not kept:
         return None
     ideal, ideal_in = kept[0]
@@ -449,7 +448,7 @@ def _one_label(kernel: Any, sel: Selection) -> tuple[float, Array] | None:
     ops, t = sel.ops, kernel.conventions.relevance_threshold
     if not _counted_gains(kernel, sel):
         return None
-    kept = [sel.shared[key][0] for key in (("ideal", True), ("ideal", False)) if key in sel.shared]
+    kept = [sel.shared.ideal[key][0] for key in (True, False) if key in sel.shared.ideal]
     seen = kept[0] if kept else None
     whole = seen is not None  # the ideal ranking: the batch's largest label is in it
     seen = sel.labels if seen is None else seen
@@ -469,11 +468,11 @@ def _one_label(kernel: Any, sel: Selection) -> tuple[float, Array] | None:
     count = kernel.count_relevant(sel)  # nonzero gains: label >= t (> 0)
     if whole and t is not None and v == t:  # every label >= t is <= v (the batch's largest)
         return v, count
-    at_v = sel.once(("relevant", v), lambda: ops.count_relevant(labels, v, False, valid, acc, ws))
+    at_v = sel.once("relevant", lambda: ops.count_relevant(labels, v, False, valid, acc, ws), v)
     same = at_v == count
     if not whole:  # and no label above v: every list's largest label (masked items too) at
         # most v where the kernel's count pass took them (share_gain_pass), else a count
-        most = sel.shared.get(("label_max",))
+        most = sel.shared.label_max
         if most is None or not ops.host_bools(ops.all(most <= v))[0]:
             same = same & (ops.count_relevant(labels, v, True, valid, acc, ws) == 0)
     return (v, count) if ops.host_bools(ops.all(same))[0] else None
@@ -496,22 +495,21 @@ def _equal_gains(kernel: Any, sel: Selection, s1: Array, s2: Array) -> Array | N
     return c if ops.host_bools(ops.all(ok))[0] else None
 
 
-def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Array, Array]:
+def dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Array, Array]:
+    """``(E, Var, best)`` of DCG@k (``normalised`` False: the DCG kernel's hook) or of nDCG@k
+    (True: divided by ``IDCG@k``, its square and itself), from the sums of gains (Hoeffding's
+    linear permutation statistic; see :mod:`~rankstream.core.lists.chance`)."""
     ops = sel.ops
     n = list_sizes(sel)
     kk = _clipped_ks(sel, kernel.top_k, n)
     d = kernel.discounts(sel)
     table = _prefix_table(sel, d)
     d1, d2 = _at(sel, table, kk), _at(sel, _prefix_table(sel, d * d), kk)
-    key = ("chance_gains", kernel.gain, kernel.conventions.relevance_threshold)
+    key = (kernel.gain, kernel.conventions.relevance_threshold)
     read = _from_ideal(kernel, sel) if normalised else None
-    held = sel.shared.get(("chance_sums", *key[1:]))  # made with the kernel's count (DCG)
+    held = sel.shared.gain_sums.get(key)  # made with the kernel's count (DCG)
     counted = read is None and held is not None and held[2] is not None
-    one = (
-        None
-        if read is not None or counted
-        else sel.once(("chance_one", *key[1:]), lambda: _one_label(kernel, sel))
-    )
+    one = None if read is not None or counted else sel.once("one_label", lambda: _one_label(kernel, sel), key)
     gains = summed = None
     if normalised and (read is not None or one is not None) and _learning(kernel, sel):
         # nDCG's first batch: every list closed where each holds >= K relevant items of one label
@@ -528,7 +526,7 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
         if normalised and summed[2] is not None:
             _closed_flag(kernel, sel)[0] = _all_closed(sel, summed)
     else:
-        gains = sel.once(key, lambda: _Gains(kernel, sel)) if _sparse(kernel, sel) else None
+        gains = sel.once("nonzero_gains", lambda: _Gains(kernel, sel), key) if _sparse(kernel, sel) else None
         s1, s2 = (gains.s1, gains.s2) if gains is not None else _dense_gain_sums(kernel, sel)
     mean_x = _divide(sel, s1, n)
     ss = ops.maximum(s2 - mean_x * s1, 0.0)  # sum (x - mean)^2
@@ -542,7 +540,7 @@ def _dcg_terms(kernel: Any, sel: Selection, normalised: bool) -> tuple[Array, Ar
     elif not normalised and summed is not None:
         idcg = _ideal_from_top(kernel, sel, summed, kk, table)
     else:
-        idcg = _ideal_dcg(kernel, sel, gains)
+        idcg = _ideal_dcg(kernel, sel, gains, normalised)
     if not normalised:
         return mean, var, idcg
     return _divide(sel, mean, idcg), _divide(sel, var, idcg * idcg), _divide(sel, idcg, idcg)

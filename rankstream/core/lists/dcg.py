@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.backends import Array  # noqa: F401
+from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListOutput, Selection
-from rankstream.core.lists.chance import share_gain_pass
+from rankstream.core.lists.chance import dcg_terms, share_gain_pass
 from rankstream.core.lists.ndcg import NDCGKernel
 
 
@@ -51,6 +51,11 @@ class DCGKernel(NDCGKernel):
             return ListOutput(dcg, relevant)
         _, _, wg_sum, g_in = self.item_gain_rows(sel, top=False)
         return ListOutput(dcg, relevant, g_in, wg_sum)
+
+    def chance_moments(self, sel: Selection) -> tuple[Array, Array, Array]:
+        """Under a random ranking: DCG@k's mean and variance (Hoeffding), best ``IDCG@k``
+        (:func:`~rankstream.core.lists.chance_gains.dcg_terms`)."""
+        return dcg_terms(self, sel, normalised=False)
 
     def from_ranks(self, ranks: Any) -> ListOutput:
         """``DCG@k`` from the relevant ranks (:meth:`~rankstream.core.lists.ndcg.NDCGKernel.rank_dcg`)."""

@@ -69,6 +69,7 @@ from rankstream.core.lists.outputs import (
     squared_list_values_of,
 )
 from rankstream.core.lists.selection import Selection
+from rankstream.core.lists.shared import BatchShared
 from rankstream.core.state import check_sums
 from rankstream.core.uncertainty import (
     check_level,
@@ -138,6 +139,14 @@ class ListDefinition:
         self._chance = chance  # private as the level: the fields tell the states apart
         if chance:
             check_chance(self)
+
+    #: the hook of ``chance=True``, declared by the kernel file of a metric whose moments under a
+    #: uniformly random ranking are known: a method ``chance_moments(self, sel) -> (E, Var, best)``,
+    #: each ``(B, len(top_k))`` (per list, the expected value and the variance of the metric at
+    #: every ``k`` under a random ranking of its items, and its value under the ideal ranking),
+    #: built from the helpers of :mod:`~rankstream.core.lists.chance`; None (``chance=True``
+    #: refused, naming the metrics that declare it) where the metric declares none
+    chance_moments: Any = None
 
     @property
     def confidence(self) -> float | None:
@@ -233,11 +242,12 @@ class ListDefinition:
         """``R`` per list: the number of relevant items, one pass over the labels."""
         t = self.conventions.relevance_threshold
         return sel.once(
-            ("relevant", t),
+            "relevant",
             lambda: sel.ops.count_relevant(
                 sel.item_labels, 0.0 if t is None else t, t is None, sel.full_valid, sel.positions.dtype,
                 sel.ctx.workspace,
             ),
+            t,
         )  # fmt: skip
 
     @staticmethod
@@ -258,7 +268,7 @@ class ListDefinition:
         """A context for one call outside an instance (a fresh generator and workspace)."""
         return self.runtime().context(like, ops)
 
-    def depth(self, ctx: Context, batch: ListBatch, shared: dict[Any, Any]) -> int:
+    def depth(self, ctx: Context, batch: ListBatch, shared: BatchShared) -> int:
         """How many ranked items of each list this metric reads on this batch (clipped to the
         list by :meth:`selection`): its largest ``k``. A metric whose depth depends on the
         batch may compute it from the batch, keeping what it computed in ``shared`` (the

@@ -24,6 +24,7 @@ import numpy as np
 
 from rankstream.core.lists.base import Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.lists.chance import binary_counts, first_relevant_law
 
 
 class HitRateKernel(BinaryListKernel):
@@ -40,6 +41,15 @@ class HitRateKernel(BinaryListKernel):
         # batch's lists holds them all, whatever the order
         first = self.cut(sel, ops.cumsum(self.first_relevant(sel, rel), axis=1))
         return self.past_end(sel, first, lambda: ops.cast(n_rel > 0, first.dtype))
+
+    def chance_moments(self, sel: Selection) -> tuple[Array, Array, Array]:
+        """Under a random ranking: a hit with chance ``1 - S(k')`` (Bernoulli: ``Var = h (1 - h)``),
+        best 1 where ``R > 0``; at a ``k`` reaching every item a hit wherever ``R > 0`` (read from
+        ``R``: the selection, and so ``S``, may be one deep there)."""
+        r, n, has = binary_counts(self, sel)
+        s = first_relevant_law(self, sel, n, r)[0]
+        hit = self.past_end(sel, 1.0 - self.cut(sel, s), lambda: has[:, 0])
+        return hit, hit * (1.0 - hit), has + 0.0 * hit
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """1 when a relevant item ranks within ``k``; under ``ties="expected"`` the probability:

@@ -40,6 +40,7 @@ import numpy as np
 from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListOutput, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.lists.chance import ap_terms, binary_counts, clipped_ks
 from rankstream.core.lists.ties import average_precision_terms
 from rankstream.core.relevant.ranks import harmonic_range, ratio
 
@@ -95,6 +96,12 @@ class MAPKernel(BinaryListKernel):
         weighted = lambda labels, weights: self.is_relevant(sel, labels) * weights  # noqa: E731
         keys = (self.relevance_key(), ("weighted_relevant", t))
         return average_precision_terms(sel, rel, wrel, keys, (self.item_relevance(sel), weighted))
+
+    def chance_moments(self, sel: Selection) -> tuple[Array, Array, Array]:
+        """Under a random ranking: ``E[W_k]`` and ``E[W_k^2]`` of ``AP@k = W_k / Z`` from the
+        falling-factorial ratios of ``R`` and ``N`` (:func:`~rankstream.core.lists.chance.ap_terms`)."""
+        r, n, _ = binary_counts(self, sel)
+        return ap_terms(self, sel, clipped_ks(self, sel, n), n, r)
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """``AP@k`` from the relevant ranks: ``(1 / Z) sum_s rel_s [r_s <= k] i_s / r_s`` with

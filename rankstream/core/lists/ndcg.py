@@ -36,7 +36,7 @@ import numpy as np
 
 from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListKernel, ListOutput, Selection, call_user
-from rankstream.core.lists.chance import share_ideal
+from rankstream.core.lists.chance import dcg_terms, share_ideal
 from rankstream.core.lists.ties import group_means
 from rankstream.core.relevant.ranks import ratio
 
@@ -184,10 +184,10 @@ class NDCGKernel(ListKernel):
             best = ops.topk(ops.where(member, wg, float("-inf")), sel.k)[0]
             return ops.where(best > float("-inf"), best, 0.0), g_sum, ops.sum(wg, axis=1), g_in
 
-        key = ("item_gain_rows", *self.gain_key())
-        if not top and (*key, True) in sel.shared:
-            return sel.shared[(*key, True)]
-        return sel.once((*key, top), lambda: sel.by_rows(block))
+        key = self.gain_key()
+        if not top and (key, True) in sel.shared.item_gains:
+            return sel.shared.item_gains[(key, True)]
+        return sel.once("item_gains", lambda: sel.by_rows(block), (key, top))
 
     def list_values(self, sel: Selection) -> ListOutput:
         if self.chance:  # chance's pass of the gains may give the ideal ranking first
@@ -221,6 +221,11 @@ class NDCGKernel(ListKernel):
         return ListOutput(self.divide(sel, dcg, idcg), ideal_gains[:, 0] > 0, g_sum, wg_sum)
 
     # -- over the ranks of the relevant items (rankstream.core.relevant) -------------------
+    def chance_moments(self, sel: Selection) -> tuple[Array, Array, Array]:
+        """Under a random ranking: DCG@k is a linear permutation statistic (Hoeffding), divided
+        by ``IDCG@k`` (:func:`~rankstream.core.lists.chance_gains.dcg_terms`)."""
+        return dcg_terms(self, sel, normalised=True)
+
     def rank_gains(self, labels: np.ndarray) -> np.ndarray:
         """The gains of host labels (those below the threshold count as 0); a callable gain
         must give 0 at label 0 (the items that are not slots hold label 0)."""

@@ -28,6 +28,7 @@ import numpy as np
 
 from rankstream.core.lists.base import Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.lists.chance import binary_counts, clipped_ks, hits_terms
 from rankstream.core.relevant.ranks import ratio
 
 
@@ -56,6 +57,17 @@ class PrecisionKernel(BinaryListKernel):
             listed = sel.positions[None, :] if sel.in_list is None else ops.cumsum(sel.in_list, axis=1)
             den = self.cut(sel, listed)
         return self.divide(sel, hits, den)
+
+    def chance_moments(self, sel: Selection) -> tuple[Array, Array, Array]:
+        """Under a random ranking: the hits in the top ``k'`` are hypergeometric, over ``Z = k``
+        (or ``k' = min(k, N)``, ``"valid"``); best ``min(R, k') / Z``."""
+        r, n, _ = binary_counts(self, sel)
+        kk = clipped_ks(self, sel, n)
+        if self.denominator == "k":
+            z = sel.ops.asarray([float(k) for k in self.top_k], kk, kk.dtype)[None, :] + 0.0 * kk
+        else:
+            z = kk
+        return hits_terms(sel, kk, n, r, z)
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """``hits@k / k``, or over ``min(k, n)`` (``"valid"``), from the relevant ranks."""

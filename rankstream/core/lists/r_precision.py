@@ -32,6 +32,8 @@ from rankstream.core.backends import Array, Context
 from rankstream.core.inputs import ListBatch
 from rankstream.core.lists.base import WHOLE_LIST, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.lists.chance import binary_counts, r_precision_terms
+from rankstream.core.lists.shared import BatchShared
 from rankstream.core.relevant.ranks import ratio
 
 
@@ -47,7 +49,7 @@ class RPrecisionKernel(BinaryListKernel):
     def __init__(self, **conventions: Any) -> None:
         super().__init__(WHOLE_LIST, **conventions)  # one value per list, from the whole list
 
-    def depth(self, ctx: Context, batch: ListBatch, shared: dict[Any, Any]) -> int:
+    def depth(self, ctx: Context, batch: ListBatch, shared: BatchShared) -> int:
         """The largest ``R`` of the batch (at least 1) where values are read back, kept with
         every list's ``R`` in ``shared``; elsewhere the whole list."""
         if not ctx.read_back:
@@ -57,14 +59,14 @@ class RPrecisionKernel(BinaryListKernel):
             batch.labels, 0.0 if t is None else t, t is None, batch.valid, ops.acc_dtype(batch.scores),
             ctx.workspace,
         )  # fmt: skip
-        shared[("relevant", t)] = n_rel  # what ListKernel.count_relevant would compute
+        shared.relevant[t] = n_rel  # what ListKernel.count_relevant would compute
         top = np.asarray(ops.to_numpy(n_rel))
         deepest = max(int(top.max()) if top.size else 0, 1)
-        shared[("r_precision_depth", t)] = deepest
+        shared.r_precision_depth[t] = deepest
         return deepest
 
     def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
-        need = sel.shared.get(("r_precision_depth", self.conventions.relevance_threshold), sel.n)
+        need = sel.shared.r_precision_depth.get(self.conventions.relevance_threshold, sel.n)
         if sel.k < min(need, sel.n):
             raise ValueError(
                 f"RPrecisionKernel reads the top R of every list: got a top-{sel.k} where R reaches "
@@ -73,6 +75,11 @@ class RPrecisionKernel(BinaryListKernel):
         rel = self.expected_relevance(sel, rel)  # each position's expected relevance (ties="expected")
         in_top_r = sel.ops.where(sel.positions[None, :] <= n_rel[:, None], rel, 0.0)
         return self.divide(sel, sel.ops.sum(in_top_r, axis=1), n_rel)[:, None]
+
+    def chance_moments(self, sel: Selection) -> tuple[Array, Array, Array]:
+        """Under a random ranking: precision at ``k = R``, ``E = R / N``; best 1 where ``R > 0``."""
+        r, n, has = binary_counts(self, sel)
+        return r_precision_terms(sel, n, r, has)
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """``hits@R / R`` from the relevant ranks (each list's own ``R``)."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from rankstream.core.lists.base import Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.lists.chance import binary_counts, clipped_ks, hits_terms
 from rankstream.core.relevant.ranks import ratio
 
 
@@ -32,6 +33,13 @@ class RecallKernel(BinaryListKernel):
 
     def binary_values(self, sel: Selection, rel: Array, n_rel: Array) -> Array:
         return self.divide(sel, self.hits(sel, rel), n_rel[:, None])
+
+    def chance_moments(self, sel: Selection) -> tuple[Array, Array, Array]:
+        """Under a random ranking: the hits in the top ``k'`` are hypergeometric, over ``Z = R``;
+        best ``min(R, k') / R``."""
+        r, n, _ = binary_counts(self, sel)
+        kk = clipped_ks(self, sel, n)
+        return hits_terms(sel, kk, n, r, r[:, None] + 0.0 * kk)
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """``hits@k / R`` from the relevant ranks."""

@@ -25,6 +25,7 @@ import numpy as np
 
 from rankstream.core.lists.base import Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
+from rankstream.core.lists.chance import binary_counts, first_relevant_law
 from rankstream.core.relevant.ranks import harmonic_range
 
 
@@ -39,6 +40,17 @@ class ReciprocalRankKernel(BinaryListKernel):
         first = self.first_relevant(sel, rel)  # 1 at the first relevant item (its probability)
         first = first / sel.positions  # rebound: one (B, K) array let go before the next
         return self.cut(sel, sel.ops.cumsum(first, axis=1))
+
+    def chance_moments(self, sel: Selection) -> tuple[Array, Array, Array]:
+        """Under a random ranking: ``E[RR@k] = sum_{j <= k'} P(j) / j`` and its second moment
+        with ``1 / j^2``, ``P(j)`` the chance the first relevant item is at ``j``; best 1
+        where ``R > 0``."""
+        r, n, has = binary_counts(self, sel)
+        _, p, width = first_relevant_law(self, sel, n, r)
+        ops, inv = sel.ops, 1.0 / sel.positions
+        mean = ops.matmul(p, self.cut_weights(sel, inv)[:width])
+        second = ops.matmul(p, self.cut_weights(sel, inv * inv)[:width])
+        return mean, ops.maximum(second - mean * mean, 0.0), has + 0.0 * mean
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """``1 / j*`` of the best ranked relevant slot if ``j* <= k``; under ``ties="expected"``

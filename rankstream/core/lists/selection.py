@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends import Array, Context, Ops
+from rankstream.core.lists.shared import BatchShared
 
 __all__ = ["Selection", "join_rows", "positions", "row_slices"]
 
@@ -40,8 +41,8 @@ class Selection:
     #: the batch's ``(B, N)`` per-item weights as given (any real dtype; read where ``full_valid``)
     batch_item_weights: Array | None = None
     #: what one metric computed from this batch for others (collections): per batch, never
-    #: on a kernel, so kernels stay reentrant
-    shared: dict[Any, Any] = field(default_factory=dict)
+    #: on a kernel, so kernels stay reentrant (named fields, :class:`BatchShared`)
+    shared: BatchShared = field(default_factory=BatchShared)
     has_nan: bool | None = None  # NaN scores among the items (where values were read back)
     nan_rows: Array | None = None  # (B,) rows with NaN scores (where values could not be read back)
     values_ok: bool = False  # labels and weights read back as fine with the ranking (no bad data)
@@ -49,18 +50,17 @@ class Selection:
     #: (:class:`~rankstream.core.lists.ties.TieGroups`; None under the other policies)
     ties: Any = None
     #: ``(B, K)`` the ranked items' column indices (item ids), in rank order, kept where a
-    #: kernel reads them (its ``depth`` set ``shared["ranked_ids"]``); else None
+    #: kernel reads them (its ``depth`` set ``shared.ranked_ids``); else None
     indices: Array | None = None
 
     @property
     def ops(self) -> Ops:
         return self.ctx.ops
 
-    def once(self, key: Any, make: Any) -> Any:
-        """``make()``, computed once per batch for every metric that asks with ``key``."""
-        if key not in self.shared:
-            self.shared[key] = make()
-        return self.shared[key]
+    def once(self, name: str, make: Any, key: Any = None) -> Any:
+        """Field ``name`` of :attr:`shared` (at ``key``), computed once per batch for every
+        metric that asks (:meth:`BatchShared.once`)."""
+        return self.shared.once(name, make, key)
 
     @property
     def full_labels(self) -> Array:
@@ -107,8 +107,8 @@ class Selection:
     def block_item_weights(self, rows: slice) -> Array:
         """The per-item weights of the rows ``rows`` in the accumulation dtype, 0 on items not
         in the list (the rows of :attr:`full_item_weights`, without the full-size copy)."""
-        if "full_item_weights" in self.shared:
-            return self.shared["full_item_weights"][rows]
+        if self.shared.full_item_weights is not None:
+            return self.shared.full_item_weights[rows]
         return self._weights_of(rows)
 
     def ideal(self, prefix: bool = False) -> tuple[Array, Array | None]:
@@ -120,7 +120,7 @@ class Selection:
         columns up to the last one where some list holds a nonzero label: every later column
         is 0 in every list, so a sum of gains that vanish at 0 loses nothing, and the gains
         and products of a few hundred columns replace those of ``K`` (one small host read)."""
-        return self.once(("ideal", prefix), lambda: self._ideal(prefix))
+        return self.once("ideal", lambda: self._ideal(prefix), prefix)
 
     def _ideal(self, prefix: bool) -> tuple[Array, Array | None]:
         ops, valid = self.ops, self.full_valid

@@ -10,7 +10,12 @@ functional forms (:mod:`rankstream.core.functional`), the exports of :mod:`ranks
 the list metric classes of :mod:`rankstream.ignite` and :mod:`rankstream.keras`.
 
 Adding a list metric: write its kernel (one file of this package, a subclass of
-:class:`~rankstream.core.lists.base.ListKernel`) and add its row.
+:class:`~rankstream.core.lists.base.ListKernel`) and add its row. A metric defined outside the
+package (a plugin, a test) registers its row at runtime with :func:`register` (its names join
+the collections), then asks each presentation for its form (``functional.register``,
+``adapters.ignite_lists.register``, ``adapters.keras_metrics.register``,
+``adapters.torchmetrics_metrics.register``): the forms of the rows above are made when those
+modules are imported, a row registered later gets its forms from those calls.
 """
 
 from __future__ import annotations
@@ -34,7 +39,10 @@ from rankstream.core.lists.rbp import RBPKernel
 from rankstream.core.lists.recall import RecallKernel
 from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
 
-__all__ = ["BY_NAME", "LIST_METRICS", "WHOLE_LIST", "ListMetricRow", "Presentation", "names_doc", "row_of"]
+__all__ = [
+    "BY_NAME", "LIST_METRICS", "WHOLE_LIST", "ListMetricRow", "Presentation", "names_doc", "register",
+    "row_of",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -459,6 +467,27 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
 BY_NAME: dict[str, ListMetricRow] = {
     spelling: row for row in LIST_METRICS for spelling in (row.name, *row.aliases)
 }
+
+
+def register(row: ListMetricRow) -> ListMetricRow:
+    """Adds a list metric defined outside this table at runtime: its name and aliases join
+    :data:`BY_NAME` (the collections' names: ``ListMetrics(["name@k"])`` in the core and every
+    adapter) and the row joins :data:`LIST_METRICS` (this module's; modules that imported the
+    tuple before keep theirs). Returns the row. A ``TypeError`` for a row that is not a
+    :class:`ListMetricRow` or whose kernel is not a ``ListKernel``; a ``ValueError`` for a name
+    or alias already taken."""
+    global LIST_METRICS
+    if not isinstance(row, ListMetricRow):
+        raise TypeError(f"row must be a ListMetricRow, got {row!r}")
+    if not (isinstance(row.kernel, type) and issubclass(row.kernel, ListKernel)):
+        raise TypeError(f"row.kernel must be a ListKernel subclass, got {row.kernel!r}")
+    spellings = [spelling.lower() for spelling in (row.name, *row.aliases)]
+    taken = [spelling for spelling in spellings if spelling in BY_NAME]
+    if taken:
+        raise ValueError(f"row {row.name!r}: the names {taken} are taken already")
+    BY_NAME.update(dict.fromkeys(spellings, row))
+    LIST_METRICS = (*LIST_METRICS, row)
+    return row
 
 
 def row_of(name: str) -> ListMetricRow:

@@ -124,7 +124,7 @@ def group_sums(
     ``key``) and the sum of ``x`` over the positions above the group."""
     ops, tg = sel.ops, sel.ties
     if tg.open is not None:  # the comparison pass first: its tiles come before the sums' arrays
-        count, total = sel.once(("tie_sums", key), lambda: _pass(sel, item_fn))
+        count, total = sel.once("tie_sums", lambda: _pass(sel, item_fn), key)
     c = ops.cumsum(x, axis=1)
     s = ops.take_along(c, tg.end)
     c = c - x  # the sums over the positions above each one
