@@ -105,9 +105,13 @@ class Runs:
             "TF_CPP_MIN_LOG_LEVEL": "3",
             "PYTHONHASHSEED": "0",
         }
-        env.pop("XLA_FLAGS", None)
+        # the caller's XLA flags (make test's optimisation level) with this configuration's devices
+        flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
         if cfg.backend == "jax" and cfg.devices > 1:
-            env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={cfg.devices}"
+            flags.append(f"--xla_force_host_platform_device_count={cfg.devices}")
+        env.pop("XLA_FLAGS", None)
+        if flags:
+            env["XLA_FLAGS"] = " ".join(flags)
         return env
 
     def _launch(self, name: str) -> None:
