@@ -49,22 +49,18 @@ $(STAMP): $(DEMO_STAMP)
 demo: $(DEMO_STAMP)
 	$(BIN)/python examples/ignite_recommender.py
 
-# The whole suite, one pytest run after the other: the core, Ignite, PyKEEN and distributed
-# tests, then the Keras suite once per backend (KERAS_BACKEND is fixed when keras is imported),
-# each on TEST_WORKERS processes. Each prints its own progress, summary and slowest tests; every
-# run goes ahead when one fails, and `make test` fails if any did, after printing each one's time.
+# The whole suite: the core, Ignite, PyKEEN and distributed tests, and the Keras suite once per
+# backend (KERAS_BACKEND is fixed when keras is imported), each on TEST_WORKERS processes, side
+# by side: the core suite prints as it goes, each Keras suite runs beside it under `nice` (taking
+# the CPU the core suite leaves idle) and prints its output whole when it ends
+# (tests/run_suites.py; TEST_ONE_BY_ONE=1 runs them one after the other). Every suite goes ahead
+# when one fails, and `make test` fails if any did, after printing each one's time.
 KERAS_BACKENDS := torch jax tensorflow
+TEST_ONE_BY_ONE ?=
 
 test: venv
-	@failed=""; times=""; start=$$(date +%s); \
-	for suite in core $(addprefix keras-,$(KERAS_BACKENDS)); do \
-		t0=$$(date +%s); \
-		$(MAKE) --no-print-directory test-$$suite || failed="$$failed $$suite"; \
-		times="$$times $$suite $$(( $$(date +%s) - t0 ))s,"; \
-	done; \
-	echo "make test: each suite's time:$${times%,}; all $$(( $$(date +%s) - start ))s"; \
-	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed"; exit 1; fi; \
-	echo "make test: all suites passed (core, keras on $(KERAS_BACKENDS))"
+	MAKE="$(MAKE)" $(BIN)/python tests/run_suites.py $(if $(TEST_ONE_BY_ONE),--one-by-one) \
+		core $(addprefix keras-,$(KERAS_BACKENDS))
 
 test-core: venv
 	@echo "== make test: core, Ignite, PyKEEN and distributed suites"
