@@ -46,6 +46,7 @@ themselves (each query's best ``k`` ids, ties by the lower id) from :func:`top_k
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -198,6 +199,61 @@ def catalog_sums(
     return collection_sums(collection, ranks, weights)
 
 
+#: the options describing the catalog and its chunks, shared by :func:`catalog_metrics`,
+#: :class:`CatalogMetrics` and the Ignite ``CatalogMetrics`` (written once, in
+#: :func:`catalog_metrics`' signature: the others' signatures are built from it)
+CATALOG_OPTIONS = ("score", "num_items", "similarity", "chunk_size", "memory")
+#: the options of the metrics (:class:`~rankstream.ListMetrics`'s) a :class:`CatalogMetrics` takes
+COLLECTION_OPTIONS = ("defaults", "empty", "ties", "seed", "relevance_threshold", "confidence", "chance")
+
+
+def catalog_options(names: Sequence[str]) -> dict[str, inspect.Parameter]:
+    """The keyword parameters ``names`` of :func:`catalog_metrics` (its written signature)."""
+    params = inspect.signature(catalog_metrics).parameters
+    return {name: params[name] for name in names}
+
+
+def checked_options(options: Mapping[str, Any], names: Sequence[str], owner: str) -> dict[str, Any]:
+    """``options`` (of :func:`catalog_metrics`' ``names``) with the defaults of the ones not
+    given; a ``TypeError`` naming any unknown option of ``owner``."""
+    known = catalog_options(names)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(
+            f"{owner} got unexpected keyword arguments {unknown}; its catalog options are {list(known)}"
+        )
+    return {name: options.get(name, p.default) for name, p in known.items()}
+
+
+def explicit_signature(cls: type, inserts: Mapping[str | None, Sequence[str]]) -> None:
+    """Give ``cls`` (and its ``__init__``, written with ``**options``) the signature
+    ``inspect`` and the reference show: its written parameters with :func:`catalog_metrics`'
+    parameters ``inserts[name]`` before the parameter ``name`` (None: at the end), the
+    ``**options`` left out."""
+    init = cls.__init__
+    written = inspect.signature(init)
+    params: list[inspect.Parameter] = []
+    for p in written.parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            continue
+        params.extend(catalog_options(inserts.get(p.name, ())).values())
+        params.append(p)
+    params.extend(catalog_options(inserts.get(None, ())).values())
+    init.__signature__ = written.replace(parameters=params)  # type: ignore[attr-defined]
+    cls.__signature__ = written.replace(parameters=params[1:])  # type: ignore[attr-defined]
+
+
+def collection_of(metrics: Sequence[str], options: Mapping[str, Any]) -> ListMetrics:
+    """The :class:`~rankstream.ListMetrics` of ``metrics`` with the collection's ``options``
+    (:data:`COLLECTION_OPTIONS`), each member checked to have a form over relevant ranks."""
+    conventions = {name: options[name] for name in COLLECTION_OPTIONS if name in options}
+    defaults = conventions.pop("defaults", None)
+    collection = ListMetrics(metrics, defaults, **conventions)
+    for name, kernel in collection.members.items():
+        check_kernel(kernel, repr(name))
+    return collection
+
+
 class CatalogMetrics:
     """List metrics over a whole catalog, streamed: ``update`` per batch of queries, ``compute``.
 
@@ -211,52 +267,34 @@ class CatalogMetrics:
             ``update`` with the same batch (a collective) and holds the same state.
         chunk_size, memory: items per chunk, or the bytes of one chunk (default
             :data:`~rankstream.core.backends.catalog.budget.MEMORY_BUDGET`).
-        defaults, empty, ties, seed, relevance_threshold, confidence: as
-            :class:`~rankstream.ListMetrics` (``ties="random"`` draws with ``seed``).
+        defaults, empty, ties, seed, relevance_threshold, confidence, chance: as
+            :class:`~rankstream.ListMetrics` (``ties="random"`` draws with ``seed``; ``chance=True``:
+            each metric's mean under a uniformly random ranking of each query's list, the catalog
+            less its excluded items, and the chance-adjusted forms, from closed forms in the
+            list's size, relevant count, gains and ``k``: docs/catalog.md).
 
     The state is the collection's sums (:attr:`state`, a :class:`~rankstream.State`): ``merge``
     adds them, so queries split over processes merge as any state does.
     """
 
     def __init__(
-        self,
-        metrics: Sequence[str],
-        items: Any = None,
-        *,
-        score: Callable[[Any, Any], Any] | None = None,
-        num_items: int | None = None,
-        similarity: str = "dot",
-        chunk_size: int | None = None,
-        memory: int | None = None,
-        shard: tuple[int, int] | None = None,
-        reduce: Callable[[np.ndarray], np.ndarray] | None = None,
-        defaults: Mapping[str, Mapping[str, Any]] | None = None,
-        empty: str = "skip",
-        ties: str = "first",
-        seed: int | None = None,
-        relevance_threshold: float | str | None = "each",
-        confidence: float | None = None,
-    ) -> None:
-        self.collection = ListMetrics(
-            metrics, defaults, empty=empty, ties=ties, seed=seed, relevance_threshold=relevance_threshold,
-            confidence=confidence,
+        self, metrics: Sequence[str], items: Any = None, *, shard: tuple[int, int] | None = None,
+        reduce: Callable[[np.ndarray], np.ndarray] | None = None, **options: Any,
+    ) -> None:  # fmt: skip
+        # the options are catalog_metrics' (one written list): the signature shown is built from it
+        given = checked_options(options, CATALOG_OPTIONS + COLLECTION_OPTIONS, "CatalogMetrics")
+        self.collection = collection_of(metrics, given)
+        self.scorer = make_scorer(
+            items, given["score"], given["num_items"], given["similarity"], shard, reduce
         )  # fmt: skip
-        for name, kernel in self.collection.members.items():
-            check_kernel(kernel, repr(name))
-        self.scorer = make_scorer(items, score, num_items, similarity, shard, reduce)
-        self.chunk_size, self.memory, self.ties = chunk_size, memory, ties
-        self._rng = np.random.default_rng(seed)
+        self.chunk_size, self.memory, self.ties = given["chunk_size"], given["memory"], given["ties"]
+        self._rng = np.random.default_rng(given["seed"])
         self.state = State(self.collection)
 
     def update(
-        self,
-        queries: Any,
-        relevant: Any,
-        *,
-        grades: Any = None,
-        exclude: Any = None,
+        self, queries: Any, relevant: Any, *, grades: Any = None, exclude: Any = None,
         sample_weight: Any = None,
-    ) -> CatalogMetrics:
+    ) -> CatalogMetrics:  # fmt: skip
         """Add one batch of queries; on error nothing is added. An empty batch is a no-op."""
         sums = catalog_sums(
             self.collection, self.scorer, queries, relevant, grades=grades, exclude=exclude,
@@ -313,13 +351,17 @@ def catalog_metrics(
     seed: int | None = None,
     relevance_threshold: float | str | None = "each",
     confidence: float | None = None,
+    chance: bool = False,
 ) -> dict[str, Any]:
     """One batch's metrics over the catalog: a :class:`CatalogMetrics` of these arguments updated
     once with ``(queries, relevant, grades, exclude, sample_weight)`` (see its ``update``)."""
     metric = CatalogMetrics(
         metrics, items, score=score, num_items=num_items, similarity=similarity, chunk_size=chunk_size,
         memory=memory, defaults=defaults, empty=empty, ties=ties, seed=seed,
-        relevance_threshold=relevance_threshold, confidence=confidence,
+        relevance_threshold=relevance_threshold, confidence=confidence, chance=chance,
     )  # fmt: skip
     metric.update(queries, relevant, grades=grades, exclude=exclude, sample_weight=sample_weight)
     return metric.compute()
+
+
+explicit_signature(CatalogMetrics, {"shard": CATALOG_OPTIONS, None: COLLECTION_OPTIONS})
