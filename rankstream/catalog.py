@@ -16,7 +16,9 @@ a top-``k`` heap::
 The numbers are those of :class:`~rankstream.ListMetrics` on the materialised matrix with the
 excluded items masked (the same kernels' state sums, ``confidence=`` intervals and conventions:
 ``empty``, ``ties`` ``"first"`` (the lower item index first), ``"random"`` or ``"expected"``,
-thresholds, list weights). ``chance=True`` is not supported here yet.
+thresholds, list weights) and, with ``chance=True``, each metric under a random ranking of each
+query's list (the catalog less its excluded items) from closed forms in its size, relevant
+count, gains and ``k``.
 
 * ``items=`` ``(num_items, dim)`` embeddings (numpy or torch, float32 or float64) with
   ``similarity="dot"`` or ``"cosine"``, or ``score=`` a callable ``score(queries, item_ids) ->
@@ -141,22 +143,108 @@ def relevant_ranks(
 def top_k_ids(
     queries: Any, k: int, *, items: Any = None, score: Any = None, num_items: int | None = None,
     similarity: str = "dot", exclude: Any = None, chunk_size: int | None = None, memory: int | None = None,
+    shard: tuple[int, int] | None = None, reduce: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """``(scores, ids)`` ``(Q, k)``: each query's best ``k`` items over the catalog, best first,
     ties by the lower item id, its excluded items left out (id ``-1`` and score ``-inf`` past the
     end of a list shorter than ``k``): a streamed merge over the chunks, one chunk of scores held.
-    Scores are float64 copies of the chunk's."""
+    Scores are float64 copies of the chunk's. With ``shard=(start, stop)``, ``num_items`` and
+    ``reduce`` (a SUM over processes, as :class:`CatalogMetrics` takes them) each process takes
+    its shard's best ``k`` and the processes' are merged (:func:`_merged_over_shards`): every
+    process calls it with the same queries and gets the same answer."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
-    scorer = make_scorer(items, score, num_items, similarity)
-    if isinstance(scorer, EmbeddingScorer):
+    scorer = make_scorer(items, score, num_items, similarity, shard, reduce)
+    if isinstance(scorer, EmbeddingScorer) or getattr(scorer, "embedded", False):
         queries = scorer.queries(queries)
         q = int(queries.shape[0])
     else:
         q = len(queries)
     ex_query, ex_item = excluded_pairs(exclude, q, scorer.num_items)
-    size = budget_chunk(q, scorer.num_items, memory, chunk_size)
-    return top_items(scorer, queries, k, q, size, ex_query, ex_item)
+    if not isinstance(scorer, ShardScorer):
+        return top_items(
+            scorer, queries, k, q, budget_chunk(q, scorer.num_items, memory, chunk_size), ex_query, ex_item
+        )
+    failure, best = None, None
+    try:  # this shard's best k, its items seen as a catalog of their own (ids from 0)
+        view = _ShardView(scorer)
+        lo, hi = np.searchsorted(ex_item, [scorer.start, scorer.stop])
+        size = budget_chunk(q, max(view.num_items, 1), memory, chunk_size)
+        shard_ex = (ex_query[lo:hi], ex_item[lo:hi] - scorer.start)
+        values, ids = top_items(view, queries, k, q, size, *shard_ex)
+        best = values, np.where(ids >= 0, ids + scorer.start, -1)
+    except Exception as exc:  # raised on every process after the next reduction
+        failure = exc
+    return _merged_over_shards(scorer, best, failure, q, k)
+
+
+class _ShardView:
+    """A process's shard ``[start, stop)`` as a catalog of its own (ids ``0 .. stop - start``)."""
+
+    def __init__(self, scorer: ShardScorer) -> None:
+        self.scorer, self.num_items, self.dtype = scorer, scorer.stop - scorer.start, scorer.dtype
+
+    def chunk(self, queries: Any, start: int, stop: int, rows: int) -> Any:
+        return self.scorer.chunk(queries, start + self.scorer.start, stop + self.scorer.start, rows)
+
+
+#: the buckets of one round of :func:`_shard_slot` (a small float64 array per reduction)
+SLOT_BUCKETS = 256
+
+
+def _shard_slot(scorer: ShardScorer, failure: BaseException | None) -> tuple[int, int]:
+    """``(slot, count)``: the place of this process's shard among the nonempty shards ordered by
+    their starts, and their number, from SUMs alone: a histogram of the starts over the catalog in
+    :data:`SLOT_BUCKETS` buckets, then again inside each bucket holding two or more starts, until
+    none does (nonempty shards do not overlap, so their starts differ). The first reduction
+    carries ``failure``: where any process failed, every one raises."""
+    mine = scorer.start if scorer.stop > scorer.start else None
+    ranges, slot, count = [(0, scorer.num_items, 0)], -1, None  # (lo, hi, starts before lo)
+    while ranges:
+        edges = [lo + (np.arange(min(hi - lo, SLOT_BUCKETS) + 1) * (hi - lo)) // min(hi - lo, SLOT_BUCKETS)
+                 for lo, hi, _ in ranges]  # fmt: skip
+        hist = [np.zeros(len(e) - 1) for e in edges]
+        for h, e, (lo, hi, _) in zip(hist, edges, ranges, strict=True):
+            if mine is not None and lo <= mine < hi:
+                h[np.searchsorted(e, mine, side="right") - 1] = 1.0
+        counts = scorer.summed(hist, failure)
+        failure, count = None, count if count is not None else int(sum(c.sum() for c in counts))
+        refine = []
+        for c, e, (_, _, before) in zip(counts, edges, ranges, strict=True):
+            starts = before + np.concatenate([[0.0], np.cumsum(c)[:-1]])
+            for b in np.nonzero(c)[0]:
+                if c[b] > 1 and e[b + 1] - e[b] == 1:
+                    raise ValueError(f"shards overlap: {int(c[b])} nonempty shards start at item {int(e[b])}")
+                if c[b] > 1:
+                    refine.append((int(e[b]), int(e[b + 1]), int(starts[b])))
+                elif mine is not None and e[b] <= mine < e[b + 1]:
+                    slot = int(starts[b])
+        ranges = refine
+    return slot, count
+
+
+def _merged_over_shards(
+    scorer: ShardScorer,
+    best: tuple[np.ndarray, np.ndarray] | None,
+    failure: BaseException | None,
+    q: int,
+    k: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every process's best ``k`` per query (``best``: this one's, global ids) summed into its
+    slot of a ``(shards, Q, k)`` array (one reduction), then merged by (an item before none,
+    score descending, id ascending) and cut at ``k``."""
+    slot, count = _shard_slot(scorer, failure)
+    values, ids = np.zeros((count, q, k)), np.zeros((count, q, k))
+    if slot >= 0 and best is not None:
+        values[slot], ids[slot] = best
+    values, ids = scorer.summed([values, ids], None)
+    values, ids = values.transpose(1, 0, 2).reshape(q, -1), ids.transpose(1, 0, 2).reshape(q, -1)
+    order = np.lexsort((ids, -values, ids < 0), axis=1)[:, :k]
+    values, ids = np.take_along_axis(values, order, 1), np.take_along_axis(ids, order, 1)
+    pad = k - ids.shape[1]  # fewer than k candidates over every shard
+    values = np.concatenate([values, np.full((q, pad), -np.inf)], 1)
+    ids = np.concatenate([ids, np.full((q, pad), -1.0)], 1)
+    return values, ids.astype(np.int64)
 
 
 def rank_types(ranks: RelevantRanks) -> dict[str, np.ndarray]:
