@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from rankstream.core import sizes
 from rankstream.core.backends.catalog import (
     CallableScorer,
     CatalogBatch,
@@ -150,8 +151,9 @@ def top_k_ids(
     end of a list shorter than ``k``): a streamed merge over the chunks, one chunk of scores held.
     Scores are float64 copies of the chunk's. With ``shard=(start, stop)``, ``num_items`` and
     ``reduce`` (a SUM over processes, as :class:`CatalogMetrics` takes them) each process takes
-    its shard's best ``k`` and the processes' are merged (:func:`_merged_over_shards`): every
-    process calls it with the same queries and gets the same answer."""
+    its shard's best ``k`` and the processes' are merged in the same order through SUM reductions
+    (docs/catalog.md): every process calls it with the same queries and gets the same answer;
+    the nonempty shards must tile the catalog."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
     scorer = make_scorer(items, score, num_items, similarity, shard, reduce)
@@ -188,20 +190,16 @@ class _ShardView:
         return self.scorer.chunk(queries, start + self.scorer.start, stop + self.scorer.start, rows)
 
 
-#: the buckets of one round of :func:`_shard_slot` (a small float64 array per reduction)
-SLOT_BUCKETS = 256
-
-
 def _shard_slot(scorer: ShardScorer, failure: BaseException | None) -> tuple[int, int]:
     """``(slot, count)``: the place of this process's shard among the nonempty shards ordered by
     their starts, and their number, from SUMs alone: a histogram of the starts over the catalog in
-    :data:`SLOT_BUCKETS` buckets, then again inside each bucket holding two or more starts, until
+    ``SIZES.shard_slot_buckets`` buckets, then again inside each bucket holding two or more starts, until
     none does (nonempty shards do not overlap, so their starts differ). The first reduction
     carries ``failure``: where any process failed, every one raises."""
-    mine = scorer.start if scorer.stop > scorer.start else None
+    mine, buckets = scorer.start if scorer.stop > scorer.start else None, sizes.SIZES.shard_slot_buckets
     ranges, slot, count = [(0, scorer.num_items, 0)], -1, None  # (lo, hi, starts before lo)
     while ranges:
-        edges = [lo + (np.arange(min(hi - lo, SLOT_BUCKETS) + 1) * (hi - lo)) // min(hi - lo, SLOT_BUCKETS)
+        edges = [lo + (np.arange(min(hi - lo, buckets) + 1) * (hi - lo)) // min(hi - lo, buckets)
                  for lo, hi, _ in ranges]  # fmt: skip
         hist = [np.zeros(len(e) - 1) for e in edges]
         for h, e, (lo, hi, _) in zip(hist, edges, ranges, strict=True):
@@ -231,13 +229,20 @@ def _merged_over_shards(
     k: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every process's best ``k`` per query (``best``: this one's, global ids) summed into its
-    slot of a ``(shards, Q, k)`` array (one reduction), then merged by (an item before none,
-    score descending, id ascending) and cut at ``k``."""
+    slot of a ``(shards, Q, k)`` array (one reduction, with each shard's ``(start, stop)``: the
+    nonempty shards must tile the catalog, else a ``ValueError`` on every process), then merged
+    by (an item before none, score descending, id ascending) and cut at ``k``."""
     slot, count = _shard_slot(scorer, failure)
-    values, ids = np.zeros((count, q, k)), np.zeros((count, q, k))
+    values, ids, bounds = np.zeros((count, q, k)), np.zeros((count, q, k)), np.zeros((count, 2))
     if slot >= 0 and best is not None:
-        values[slot], ids[slot] = best
-    values, ids = scorer.summed([values, ids], None)
+        values[slot], ids[slot], bounds[slot] = best[0], best[1], (scorer.start, scorer.stop)
+    values, ids, bounds = scorer.summed([values, ids, bounds], None)
+    edges = np.concatenate([[0.0], bounds.reshape(-1), [float(scorer.num_items)]])
+    if np.any(edges[:-1:2] != edges[1::2]):  # each shard starts where the one before stops
+        shards = [tuple(int(x) for x in b) for b in bounds]
+        raise ValueError(
+            f"shards must tile the catalog of {scorer.num_items} items, got the nonempty {shards}"
+        )
     values, ids = values.transpose(1, 0, 2).reshape(q, -1), ids.transpose(1, 0, 2).reshape(q, -1)
     order = np.lexsort((ids, -values, ids < 0), axis=1)[:, :k]
     values, ids = np.take_along_axis(values, order, 1), np.take_along_axis(ids, order, 1)

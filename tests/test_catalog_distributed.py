@@ -154,7 +154,7 @@ def test_sum_over_processes_outside_a_group_is_the_identity():
 def test_top_k_ids_over_many_small_shards_and_a_failure():
     """Shards of one item each near the start of a catalog of 2,000 (their starts share the
     first round's buckets, found apart in the next) and the catalog's rest on the last thread;
-    a NaN score on one thread raises on every thread."""
+    a NaN score on one thread, overlapping shards and a gap raise on every thread."""
     from rankstream.catalog import top_k_ids
 
     rng = np.random.default_rng(9)
@@ -178,3 +178,7 @@ def test_top_k_ids_over_many_small_shards_and_a_failure():
     for rank, res in enumerate(thread_world(len(shards), lambda r, red: run(r, red, bad=True))):
         assert res["error"] == "ValueError", res
         assert ("NaN" in res["message"]) if rank == 2 else ("other process" in res["message"]), res
+    for bad_shards in ([(0, 60), (50, n)], [(0, 50), (60, n)]):  # an overlap, a gap: every thread raises
+        shards[:] = bad_shards
+        for res in thread_world(2, run):
+            assert res["error"] == "ValueError" and "tile the catalog" in res["message"], res
