@@ -16,7 +16,9 @@ a top-``k`` heap::
 The numbers are those of :class:`~rankstream.ListMetrics` on the materialised matrix with the
 excluded items masked (the same kernels' state sums, ``confidence=`` intervals and conventions:
 ``empty``, ``ties`` ``"first"`` (the lower item index first), ``"random"`` or ``"expected"``,
-thresholds, list weights). ``chance=True`` is not supported here yet.
+thresholds, list weights) and, with ``chance=True``, each metric under a random ranking of each
+query's list (the catalog less its excluded items) from closed forms in its size, relevant
+count, gains and ``k``.
 
 * ``items=`` ``(num_items, dim)`` embeddings (numpy or torch, float32 or float64) with
   ``similarity="dot"`` or ``"cosine"``, or ``score=`` a callable ``score(queries, item_ids) ->
@@ -46,11 +48,13 @@ themselves (each query's best ``k`` ids, ties by the lower id) from :func:`top_k
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from rankstream.core import sizes
 from rankstream.core.backends.catalog import (
     CallableScorer,
     CatalogBatch,
@@ -140,22 +144,112 @@ def relevant_ranks(
 def top_k_ids(
     queries: Any, k: int, *, items: Any = None, score: Any = None, num_items: int | None = None,
     similarity: str = "dot", exclude: Any = None, chunk_size: int | None = None, memory: int | None = None,
+    shard: tuple[int, int] | None = None, reduce: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """``(scores, ids)`` ``(Q, k)``: each query's best ``k`` items over the catalog, best first,
     ties by the lower item id, its excluded items left out (id ``-1`` and score ``-inf`` past the
     end of a list shorter than ``k``): a streamed merge over the chunks, one chunk of scores held.
-    Scores are float64 copies of the chunk's."""
+    Scores are float64 copies of the chunk's. With ``shard=(start, stop)``, ``num_items`` and
+    ``reduce`` (a SUM over processes, as :class:`CatalogMetrics` takes them) each process takes
+    its shard's best ``k`` and the processes' are merged in the same order through SUM reductions
+    (docs/catalog.md): every process calls it with the same queries and gets the same answer;
+    the nonempty shards must tile the catalog."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
-    scorer = make_scorer(items, score, num_items, similarity)
-    if isinstance(scorer, EmbeddingScorer):
+    scorer = make_scorer(items, score, num_items, similarity, shard, reduce)
+    if isinstance(scorer, EmbeddingScorer) or getattr(scorer, "embedded", False):
         queries = scorer.queries(queries)
         q = int(queries.shape[0])
     else:
         q = len(queries)
     ex_query, ex_item = excluded_pairs(exclude, q, scorer.num_items)
-    size = budget_chunk(q, scorer.num_items, memory, chunk_size)
-    return top_items(scorer, queries, k, q, size, ex_query, ex_item)
+    if not isinstance(scorer, ShardScorer):
+        return top_items(
+            scorer, queries, k, q, budget_chunk(q, scorer.num_items, memory, chunk_size), ex_query, ex_item
+        )
+    failure, best = None, None
+    try:  # this shard's best k, its items seen as a catalog of their own (ids from 0)
+        view = _ShardView(scorer)
+        lo, hi = np.searchsorted(ex_item, [scorer.start, scorer.stop])
+        size = budget_chunk(q, max(view.num_items, 1), memory, chunk_size)
+        shard_ex = (ex_query[lo:hi], ex_item[lo:hi] - scorer.start)
+        values, ids = top_items(view, queries, k, q, size, *shard_ex)
+        best = values, np.where(ids >= 0, ids + scorer.start, -1)
+    except Exception as exc:  # raised on every process after the next reduction
+        failure = exc
+    return _merged_over_shards(scorer, best, failure, q, k)
+
+
+class _ShardView:
+    """A process's shard ``[start, stop)`` as a catalog of its own (ids ``0 .. stop - start``)."""
+
+    def __init__(self, scorer: ShardScorer) -> None:
+        self.scorer, self.num_items, self.dtype = scorer, scorer.stop - scorer.start, scorer.dtype
+
+    def chunk(self, queries: Any, start: int, stop: int, rows: int) -> Any:
+        return self.scorer.chunk(queries, start + self.scorer.start, stop + self.scorer.start, rows)
+
+
+def _shard_slot(scorer: ShardScorer, failure: BaseException | None) -> tuple[int, int]:
+    """``(slot, count)``: the place of this process's shard among the nonempty shards ordered by
+    their starts, and their number, from SUMs alone: a histogram of the starts over the catalog in
+    ``SIZES.shard_slot_buckets`` buckets, then again inside each bucket holding two or more starts, until
+    none does (nonempty shards do not overlap, so their starts differ). The first reduction
+    carries ``failure``: where any process failed, every one raises."""
+    mine, buckets = scorer.start if scorer.stop > scorer.start else None, sizes.SIZES.shard_slot_buckets
+    ranges, slot, count = [(0, scorer.num_items, 0)], -1, None  # (lo, hi, starts before lo)
+    while ranges:
+        edges = [lo + (np.arange(min(hi - lo, buckets) + 1) * (hi - lo)) // min(hi - lo, buckets)
+                 for lo, hi, _ in ranges]  # fmt: skip
+        hist = [np.zeros(len(e) - 1) for e in edges]
+        for h, e, (lo, hi, _) in zip(hist, edges, ranges, strict=True):
+            if mine is not None and lo <= mine < hi:
+                h[np.searchsorted(e, mine, side="right") - 1] = 1.0
+        counts = scorer.summed(hist, failure)
+        failure, count = None, count if count is not None else int(sum(c.sum() for c in counts))
+        refine = []
+        for c, e, (_, _, before) in zip(counts, edges, ranges, strict=True):
+            starts = before + np.concatenate([[0.0], np.cumsum(c)[:-1]])
+            for b in np.nonzero(c)[0]:
+                if c[b] > 1 and e[b + 1] - e[b] == 1:
+                    raise ValueError(f"shards overlap: {int(c[b])} nonempty shards start at item {int(e[b])}")
+                if c[b] > 1:
+                    refine.append((int(e[b]), int(e[b + 1]), int(starts[b])))
+                elif mine is not None and e[b] <= mine < e[b + 1]:
+                    slot = int(starts[b])
+        ranges = refine
+    return slot, count
+
+
+def _merged_over_shards(
+    scorer: ShardScorer,
+    best: tuple[np.ndarray, np.ndarray] | None,
+    failure: BaseException | None,
+    q: int,
+    k: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every process's best ``k`` per query (``best``: this one's, global ids) summed into its
+    slot of a ``(shards, Q, k)`` array (one reduction, with each shard's ``(start, stop)``: the
+    nonempty shards must tile the catalog, else a ``ValueError`` on every process), then merged
+    by (an item before none, score descending, id ascending) and cut at ``k``."""
+    slot, count = _shard_slot(scorer, failure)
+    values, ids, bounds = np.zeros((count, q, k)), np.zeros((count, q, k)), np.zeros((count, 2))
+    if slot >= 0 and best is not None:
+        values[slot], ids[slot], bounds[slot] = best[0], best[1], (scorer.start, scorer.stop)
+    values, ids, bounds = scorer.summed([values, ids, bounds], None)
+    edges = np.concatenate([[0.0], bounds.reshape(-1), [float(scorer.num_items)]])
+    if np.any(edges[:-1:2] != edges[1::2]):  # each shard starts where the one before stops
+        shards = [tuple(int(x) for x in b) for b in bounds]
+        raise ValueError(
+            f"shards must tile the catalog of {scorer.num_items} items, got the nonempty {shards}"
+        )
+    values, ids = values.transpose(1, 0, 2).reshape(q, -1), ids.transpose(1, 0, 2).reshape(q, -1)
+    order = np.lexsort((ids, -values, ids < 0), axis=1)[:, :k]
+    values, ids = np.take_along_axis(values, order, 1), np.take_along_axis(ids, order, 1)
+    pad = k - ids.shape[1]  # fewer than k candidates over every shard
+    values = np.concatenate([values, np.full((q, pad), -np.inf)], 1)
+    ids = np.concatenate([ids, np.full((q, pad), -1.0)], 1)
+    return values, ids.astype(np.int64)
 
 
 def rank_types(ranks: RelevantRanks) -> dict[str, np.ndarray]:
@@ -198,6 +292,61 @@ def catalog_sums(
     return collection_sums(collection, ranks, weights)
 
 
+#: the options describing the catalog and its chunks, shared by :func:`catalog_metrics`,
+#: :class:`CatalogMetrics` and the Ignite ``CatalogMetrics`` (written once, in
+#: :func:`catalog_metrics`' signature: the others' signatures are built from it)
+CATALOG_OPTIONS = ("score", "num_items", "similarity", "chunk_size", "memory")
+#: the options of the metrics (:class:`~rankstream.ListMetrics`'s) a :class:`CatalogMetrics` takes
+COLLECTION_OPTIONS = ("defaults", "empty", "ties", "seed", "relevance_threshold", "confidence", "chance")
+
+
+def catalog_options(names: Sequence[str]) -> dict[str, inspect.Parameter]:
+    """The keyword parameters ``names`` of :func:`catalog_metrics` (its written signature)."""
+    params = inspect.signature(catalog_metrics).parameters
+    return {name: params[name] for name in names}
+
+
+def checked_options(options: Mapping[str, Any], names: Sequence[str], owner: str) -> dict[str, Any]:
+    """``options`` (of :func:`catalog_metrics`' ``names``) with the defaults of the ones not
+    given; a ``TypeError`` naming any unknown option of ``owner``."""
+    known = catalog_options(names)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(
+            f"{owner} got unexpected keyword arguments {unknown}; its catalog options are {list(known)}"
+        )
+    return {name: options.get(name, p.default) for name, p in known.items()}
+
+
+def explicit_signature(cls: type, inserts: Mapping[str | None, Sequence[str]]) -> None:
+    """Give ``cls`` (and its ``__init__``, written with ``**options``) the signature
+    ``inspect`` and the reference show: its written parameters with :func:`catalog_metrics`'
+    parameters ``inserts[name]`` before the parameter ``name`` (None: at the end), the
+    ``**options`` left out."""
+    init = cls.__init__
+    written = inspect.signature(init)
+    params: list[inspect.Parameter] = []
+    for p in written.parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            continue
+        params.extend(catalog_options(inserts.get(p.name, ())).values())
+        params.append(p)
+    params.extend(catalog_options(inserts.get(None, ())).values())
+    init.__signature__ = written.replace(parameters=params)  # type: ignore[attr-defined]
+    cls.__signature__ = written.replace(parameters=params[1:])  # type: ignore[attr-defined]
+
+
+def collection_of(metrics: Sequence[str], options: Mapping[str, Any]) -> ListMetrics:
+    """The :class:`~rankstream.ListMetrics` of ``metrics`` with the collection's ``options``
+    (:data:`COLLECTION_OPTIONS`), each member checked to have a form over relevant ranks."""
+    conventions = {name: options[name] for name in COLLECTION_OPTIONS if name in options}
+    defaults = conventions.pop("defaults", None)
+    collection = ListMetrics(metrics, defaults, **conventions)
+    for name, kernel in collection.members.items():
+        check_kernel(kernel, repr(name))
+    return collection
+
+
 class CatalogMetrics:
     """List metrics over a whole catalog, streamed: ``update`` per batch of queries, ``compute``.
 
@@ -211,52 +360,34 @@ class CatalogMetrics:
             ``update`` with the same batch (a collective) and holds the same state.
         chunk_size, memory: items per chunk, or the bytes of one chunk (default
             :data:`~rankstream.core.backends.catalog.budget.MEMORY_BUDGET`).
-        defaults, empty, ties, seed, relevance_threshold, confidence: as
-            :class:`~rankstream.ListMetrics` (``ties="random"`` draws with ``seed``).
+        defaults, empty, ties, seed, relevance_threshold, confidence, chance: as
+            :class:`~rankstream.ListMetrics` (``ties="random"`` draws with ``seed``; ``chance=True``:
+            each metric's mean under a uniformly random ranking of each query's list, the catalog
+            less its excluded items, and the chance-adjusted forms, from closed forms in the
+            list's size, relevant count, gains and ``k``: docs/catalog.md).
 
     The state is the collection's sums (:attr:`state`, a :class:`~rankstream.State`): ``merge``
     adds them, so queries split over processes merge as any state does.
     """
 
     def __init__(
-        self,
-        metrics: Sequence[str],
-        items: Any = None,
-        *,
-        score: Callable[[Any, Any], Any] | None = None,
-        num_items: int | None = None,
-        similarity: str = "dot",
-        chunk_size: int | None = None,
-        memory: int | None = None,
-        shard: tuple[int, int] | None = None,
-        reduce: Callable[[np.ndarray], np.ndarray] | None = None,
-        defaults: Mapping[str, Mapping[str, Any]] | None = None,
-        empty: str = "skip",
-        ties: str = "first",
-        seed: int | None = None,
-        relevance_threshold: float | str | None = "each",
-        confidence: float | None = None,
-    ) -> None:
-        self.collection = ListMetrics(
-            metrics, defaults, empty=empty, ties=ties, seed=seed, relevance_threshold=relevance_threshold,
-            confidence=confidence,
+        self, metrics: Sequence[str], items: Any = None, *, shard: tuple[int, int] | None = None,
+        reduce: Callable[[np.ndarray], np.ndarray] | None = None, **options: Any,
+    ) -> None:  # fmt: skip
+        # the options are catalog_metrics' (one written list): the signature shown is built from it
+        given = checked_options(options, CATALOG_OPTIONS + COLLECTION_OPTIONS, "CatalogMetrics")
+        self.collection = collection_of(metrics, given)
+        self.scorer = make_scorer(
+            items, given["score"], given["num_items"], given["similarity"], shard, reduce
         )  # fmt: skip
-        for name, kernel in self.collection.members.items():
-            check_kernel(kernel, repr(name))
-        self.scorer = make_scorer(items, score, num_items, similarity, shard, reduce)
-        self.chunk_size, self.memory, self.ties = chunk_size, memory, ties
-        self._rng = np.random.default_rng(seed)
+        self.chunk_size, self.memory, self.ties = given["chunk_size"], given["memory"], given["ties"]
+        self._rng = np.random.default_rng(given["seed"])
         self.state = State(self.collection)
 
     def update(
-        self,
-        queries: Any,
-        relevant: Any,
-        *,
-        grades: Any = None,
-        exclude: Any = None,
+        self, queries: Any, relevant: Any, *, grades: Any = None, exclude: Any = None,
         sample_weight: Any = None,
-    ) -> CatalogMetrics:
+    ) -> CatalogMetrics:  # fmt: skip
         """Add one batch of queries; on error nothing is added. An empty batch is a no-op."""
         sums = catalog_sums(
             self.collection, self.scorer, queries, relevant, grades=grades, exclude=exclude,
@@ -313,13 +444,17 @@ def catalog_metrics(
     seed: int | None = None,
     relevance_threshold: float | str | None = "each",
     confidence: float | None = None,
+    chance: bool = False,
 ) -> dict[str, Any]:
     """One batch's metrics over the catalog: a :class:`CatalogMetrics` of these arguments updated
     once with ``(queries, relevant, grades, exclude, sample_weight)`` (see its ``update``)."""
     metric = CatalogMetrics(
         metrics, items, score=score, num_items=num_items, similarity=similarity, chunk_size=chunk_size,
         memory=memory, defaults=defaults, empty=empty, ties=ties, seed=seed,
-        relevance_threshold=relevance_threshold, confidence=confidence,
+        relevance_threshold=relevance_threshold, confidence=confidence, chance=chance,
     )  # fmt: skip
     metric.update(queries, relevant, grades=grades, exclude=exclude, sample_weight=sample_weight)
     return metric.compute()
+
+
+explicit_signature(CatalogMetrics, {"shard": CATALOG_OPTIONS, None: COLLECTION_OPTIONS})

@@ -64,7 +64,7 @@ def _attempt(fn: Callable[[], Any]) -> Any:
 def scenarios(rank: int, world: int, reduce: Callable[[np.ndarray], np.ndarray]) -> dict[str, Any]:
     """What every rank computes: the catalog split (two batches, quantised; one float batch),
     the failure of one rank's scorer, and a sharded callable scorer."""
-    from rankstream.catalog import CatalogMetrics
+    from rankstream.catalog import CatalogMetrics, top_k_ids
 
     d = data()
     start, stop = SHARDS[world][rank]
@@ -92,6 +92,13 @@ def scenarios(rank: int, world: int, reduce: Callable[[np.ndarray], np.ndarray])
     )
     sm.update(torch.from_numpy(b["queries"]), b["relevant"], grades=b["grades"], exclude=b["exclude"])
     out["callable_split"] = _jsonable(sm.compute())
+    # each rank's best k per query merged over the shards (ties by the lower id), k past the catalog
+    for k in (4, N_ITEMS + 2):
+        values, ids = top_k_ids(
+            b["queries"], k, items=d["items"][start:stop], num_items=N_ITEMS, shard=(start, stop),
+            reduce=reduce, exclude=b["exclude"], chunk_size=6,
+        )  # fmt: skip
+        out[f"top_{k}"] = {"values": values.tolist(), "ids": ids.tolist()}
 
     def nan_on_last(qs: Any, ids: Any) -> Any:  # the last rank's shard scores NaN
         s = torch.as_tensor(qs) @ table[ids].T

@@ -234,8 +234,8 @@ def test_bad_scores_and_scorers():
         drift.update(torch.zeros(1, 1), [[4]])
     with pytest.raises(ValueError, match="exactly one"):
         CatalogMetrics(["mrr"])
-    with pytest.raises(ValueError, match="chance=True is not supported"):
-        CatalogMetrics(["mrr"], nan_items, defaults={"mrr": {"chance": True}})
+    with pytest.raises(ValueError, match="no moments under a random ranking"):
+        CatalogMetrics(["f1@3"], nan_items, chance=True)
 
 
 def test_empty_batch_is_a_no_op_and_reset():

@@ -58,10 +58,32 @@ def ignite_expected():
     return dense([b], d["items"], PEER_DEFAULTS, ties=CONV["ties"], confidence=CONV["confidence"])
 
 
+def reference_top(scores, k, exclude):
+    """Each row's best k ids by (score descending, id ascending), excluded ids left out (-1 past
+    the end): a lexsort of the materialised matrix."""
+    ids = np.full((scores.shape[0], k), -1)
+    for i, row in enumerate(scores):
+        keep = np.setdiff1d(np.arange(row.shape[0]), exclude[i])
+        best = keep[np.lexsort((keep, -row[keep]))][:k]
+        ids[i, : best.shape[0]] = best
+    return ids
+
+
 def check_ranks(results, world):
     quantised, floats, first = expected()
+    d = data()
+    b = d["batches"][0]
+    scores = b["queries"].astype(np.float64) @ d["items"].T.astype(np.float64)
     for rank, res in enumerate(results):
         assert "error" not in res, (rank, res)
+        for k in (4, N_ITEMS + 2):  # top_k_ids over the shards: the one-process lexsort
+            want = reference_top(scores, k, b["exclude"])
+            np.testing.assert_array_equal(res[f"top_{k}"]["ids"], want)
+            got = np.asarray(res[f"top_{k}"]["values"])
+            rows = np.arange(scores.shape[0])[:, None]
+            np.testing.assert_array_equal(
+                got, np.where(want >= 0, scores[rows, np.maximum(want, 0)], -np.inf)
+            )
         assert_close(res["catalog_split"], quantised)
         assert_close(res["float_split"], floats, rtol=1e-6)
         assert_close(res["callable_split"], first)
@@ -127,3 +149,36 @@ def test_sum_over_processes_outside_a_group_is_the_identity():
     x = np.arange(5.0)
     np.testing.assert_array_equal(sum_over_processes()(x), x)
     assert torch.distributed.is_available()
+
+
+def test_top_k_ids_over_many_small_shards_and_a_failure():
+    """Shards of one item each near the start of a catalog of 2,000 (their starts share the
+    first round's buckets, found apart in the next) and the catalog's rest on the last thread;
+    a NaN score on one thread, overlapping shards and a gap raise on every thread."""
+    from rankstream.catalog import top_k_ids
+
+    rng = np.random.default_rng(9)
+    n = 2000
+    items, queries = (
+        rng.integers(-2, 3, (n, 2)).astype(np.float64),
+        rng.integers(-2, 3, (4, 2)).astype(np.float64),
+    )
+    exclude = [rng.choice(n, 30, replace=False) for _ in range(4)]
+    shards = [(0, 1), (1, 2), (2, 5), (5, 5), (5, n)]
+    want = reference_top(queries @ items.T, 9, exclude)
+
+    def run(rank, reduce, bad=False):
+        a, b = shards[rank]
+        mine = items[a:b] * (np.nan if bad and rank == 2 else 1.0)
+        return top_k_ids(queries, 9, items=mine, num_items=n, shard=(a, b), reduce=reduce, exclude=exclude)
+
+    for res in thread_world(len(shards), run):
+        assert not isinstance(res, dict), res
+        np.testing.assert_array_equal(res[1], want)
+    for rank, res in enumerate(thread_world(len(shards), lambda r, red: run(r, red, bad=True))):
+        assert res["error"] == "ValueError", res
+        assert ("NaN" in res["message"]) if rank == 2 else ("other process" in res["message"]), res
+    for bad_shards in ([(0, 60), (50, n)], [(0, 50), (60, n)]):  # an overlap, a gap: every thread raises
+        shards[:] = bad_shards
+        for res in thread_world(2, run):
+            assert res["error"] == "ValueError" and "tile the catalog" in res["message"], res

@@ -25,9 +25,14 @@ import torch
 
 from rankstream.adapters.ignite_lists import PEER_DEFAULTS, empty_policy
 from rankstream.adapters.ignite_metrics import _CPU, KernelMetric, _identity
-from rankstream.catalog import catalog_sums, make_scorer
-from rankstream.core.lists.collection import ListMetrics as CollectionKernel
-from rankstream.core.relevant.values import check_kernel
+from rankstream.catalog import (
+    CATALOG_OPTIONS,
+    catalog_sums,
+    checked_options,
+    collection_of,
+    explicit_signature,
+    make_scorer,
+)
 from rankstream.core.state import flat_size
 
 __all__ = ["CatalogMetrics"]
@@ -87,6 +92,9 @@ class CatalogMetrics(KernelMetric):
         seed: the seed of random tie orders.
         confidence: None or a level: each name is followed by ``_stderr``, ``_ci_low``,
             ``_ci_high`` and ``_count``.
+        chance: False (default) or True: each name is also followed by ``_expected`` (its mean
+            under a uniformly random ranking of each query's list, the catalog less its excluded
+            items), ``_adjusted`` and ``_z`` (docs/chance.md, docs/catalog.md).
         prefix: prepended to every name.
     """
 
@@ -95,28 +103,26 @@ class CatalogMetrics(KernelMetric):
         metrics: Sequence[str],
         items: Any = None,
         *,
-        score: Callable[[Any, Any], Any] | None = None,
-        num_items: int | None = None,
-        similarity: str = "dot",
-        chunk_size: int | None = None,
-        memory: int | None = None,
         ignore_zero_hits: bool = True,
         output_transform: Callable[[Any], Any] = _identity,
         device: str | torch.device = _CPU,
         ties: str = "first",
         seed: int | None = None,
         confidence: float | None = None,
+        chance: bool = False,
         prefix: str = "",
+        **catalog: Any,
     ) -> None:
-        kernel = CollectionKernel(
-            list(metrics), PEER_DEFAULTS, empty=empty_policy(ignore_zero_hits), ties=ties, seed=seed,
-            confidence=confidence,
-        )  # fmt: skip
-        for name, member in kernel.members.items():
-            check_kernel(member, repr(name))
-        self.scorer = make_scorer(items, score, num_items, similarity)
+        # the catalog's options (score= ... memory=) are rankstream.catalog's: the signature shows them
+        given = checked_options(catalog, CATALOG_OPTIONS, "CatalogMetrics")
+        empty = empty_policy(ignore_zero_hits)
+        options = dict(
+            defaults=PEER_DEFAULTS, empty=empty, ties=ties, seed=seed, confidence=confidence, chance=chance
+        )
+        kernel = collection_of(list(metrics), options)
+        self.scorer = make_scorer(items, given["score"], given["num_items"], given["similarity"])
         self.metrics, self.ignore_zero_hits, self.confidence = kernel.metrics, ignore_zero_hits, confidence
-        self.chunk_size, self.memory, self.ties = chunk_size, memory, ties
+        self.chunk_size, self.memory, self.ties = given["chunk_size"], given["memory"], ties
         self._rng = np.random.default_rng(seed)
         super().__init__(kernel, output_transform, device, False, prefix)
 
@@ -137,3 +143,6 @@ class CatalogMetrics(KernelMetric):
     def _engine_inputs(self, engine_output: Any) -> list[Any]:
         """The one ``update`` input of an engine output: ``output_transform`` of it, as it is."""
         return [self._output_transform(engine_output)]
+
+
+explicit_signature(CatalogMetrics, {"ignore_zero_hits": CATALOG_OPTIONS})

@@ -189,6 +189,11 @@ class Sizes:
     flat_dense_top_k: int = 8
     flat_dense_whole: int = 32
 
+    # -- rankstream.catalog: top_k_ids over a catalog split over processes -------------------------
+    #: the buckets of one round of the histogram of the shards' starts that gives each process its
+    #: slot in the merge (a float64 array of this many numbers per reduction and bucket refined)
+    shard_slot_buckets: int = 256
+
 
 #: today's sizes (each measured where it was introduced)
 SIZES = Sizes()

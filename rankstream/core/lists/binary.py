@@ -28,6 +28,7 @@ from rankstream.core.inputs import ListBatch
 from rankstream.core.lists.base import ListKernel, ListOutput, Selection
 from rankstream.core.lists.shared import BatchShared
 from rankstream.core.lists.ties import first_relevant, group_means
+from rankstream.core.relevant.moments import clipped
 
 if TYPE_CHECKING:
     from rankstream.core.relevant.ranks import RelevantRanks
@@ -138,6 +139,13 @@ class BinaryListKernel(ListKernel):
         rel = ranks.relevant(self.conventions.relevance_threshold)
         n_rel = ranks.count(rel)
         return ListOutput(self.rank_values(ranks, rel, n_rel), n_rel > 0, n_rel, None)
+
+    def rank_sizes(self, ranks: RelevantRanks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(N, R, k')`` of the lists of ``ranks`` for the moments under a random ranking
+        (:meth:`chance_from_ranks`, :mod:`~rankstream.core.relevant.moments`): the list sizes,
+        the relevant counts (the threshold) and ``k' = min(k, N)`` ``(Q, len(top_k))``."""
+        r = ranks.count(ranks.relevant(self.conventions.relevance_threshold))
+        return ranks.n, r, clipped(self.top_k, ranks.n)
 
     def rank_values(self, ranks: RelevantRanks, rel: np.ndarray, n_rel: np.ndarray) -> np.ndarray:
         """Per-list values ``(Q, len(top_k))`` from the slots' relevance ``rel`` ``(Q, M)`` and

@@ -59,6 +59,7 @@ from rankstream.core.lists.chance_gains import (
     share_ideal,
 )
 from rankstream.core.lists.selection import Selection
+from rankstream.core.relevant.moments import ap_raw_moments
 
 __all__ = [
     "CHANCE_QUANTITIES",
@@ -196,13 +197,7 @@ def ap_terms(kernel: Any, sel: Selection, kk: Array, n: Array, r: Array) -> tupl
     inv = 1.0 / sel.positions
     h1, h2 = _at(sel, _prefix_table(sel, inv), kk), _at(sel, _prefix_table(sel, inv * inv), kk)
     m = [_divide(sel, _falling(r, s), _falling(n, s))[:, None] for s in range(1, 5)]
-    mean = m[0] * h1 + m[1] * (kk - h1)
-    second = (
-        m[0] * h2
-        + m[1] * (2.0 * h1 * h1 + 3.0 * h1 - 5.0 * h2)
-        + m[2] * (2.0 * kk * h1 + 5.0 * kk - 5.0 * h1 * h1 - 9.0 * h1 + 7.0 * h2)
-        + m[3] * (kk * kk - 2.0 * kk * h1 - 5.0 * kk + 3.0 * h1 * h1 + 6.0 * h1 - 3.0 * h2)
-    )
+    mean, second = ap_raw_moments(m, kk, h1, h2)
     var = ops.maximum(second - mean * mean, 0.0)
     rr = r[:, None] + 0.0 * kk
     z = ops.minimum(rr, ops.asarray([float(k) for k in kernel.top_k], kk, kk.dtype)[None, :])

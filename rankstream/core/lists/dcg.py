@@ -57,6 +57,11 @@ class DCGKernel(NDCGKernel):
         (:func:`~rankstream.core.lists.chance_gains.dcg_terms`)."""
         return dcg_terms(self, sel, normalised=False)
 
+    def chance_from_ranks(self, ranks: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`chance_moments` over relevant ranks (best ``IDCG@k``;
+        :meth:`~rankstream.core.lists.ndcg.NDCGKernel.rank_chance`)."""
+        return self.rank_chance(ranks, normalised=False)
+
     def from_ranks(self, ranks: Any) -> ListOutput:
         """``DCG@k`` from the relevant ranks (:meth:`~rankstream.core.lists.ndcg.NDCGKernel.rank_dcg`)."""
         gains = np.where(ranks.present, self.rank_gains(ranks.labels), 0.0)

@@ -25,6 +25,7 @@ import numpy as np
 from rankstream.core.lists.base import Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
 from rankstream.core.lists.chance import binary_counts, first_relevant_law
+from rankstream.core.relevant.moments import miss_chance
 
 
 class HitRateKernel(BinaryListKernel):
@@ -50,6 +51,13 @@ class HitRateKernel(BinaryListKernel):
         s = first_relevant_law(self, sel, n, r)[0]
         hit = self.past_end(sel, 1.0 - self.cut(sel, s), lambda: has[:, 0])
         return hit, hit * (1.0 - hit), has + 0.0 * hit
+
+    def chance_from_ranks(self, ranks: Any) -> tuple[Any, Any, Any]:
+        """:meth:`chance_moments` over relevant ranks: ``1 - T(k')`` with ``T`` a product of
+        ``R`` factors (:func:`~rankstream.core.relevant.moments.miss_chance`)."""
+        n, r, kk = self.rank_sizes(ranks)
+        hit = 1.0 - miss_chance(kk, n, r)
+        return hit, hit * (1.0 - hit), (r[:, None] > 0) + 0.0 * hit
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """1 when a relevant item ranks within ``k``; under ``ties="expected"`` the probability:

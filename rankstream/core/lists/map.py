@@ -42,6 +42,7 @@ from rankstream.core.lists.base import ListOutput, Selection
 from rankstream.core.lists.binary import BinaryListKernel
 from rankstream.core.lists.chance import ap_terms, binary_counts, clipped_ks
 from rankstream.core.lists.ties import average_precision_terms
+from rankstream.core.relevant.moments import ap_moments
 from rankstream.core.relevant.ranks import harmonic_range, ratio
 
 DENOMINATORS = ("min", "all")
@@ -102,6 +103,19 @@ class MAPKernel(BinaryListKernel):
         falling-factorial ratios of ``R`` and ``N`` (:func:`~rankstream.core.lists.chance.ap_terms`)."""
         r, n, _ = binary_counts(self, sel)
         return ap_terms(self, sel, clipped_ks(self, sel, n), n, r)
+
+    def chance_from_ranks(self, ranks: Any) -> tuple[Any, Any, Any]:
+        """:meth:`chance_moments` over relevant ranks
+        (:func:`~rankstream.core.relevant.moments.ap_moments`)."""
+        n, r, kk = self.rank_sizes(ranks)
+        mean, var = ap_moments(kk, n, r)
+        rr = r[:, None] + 0.0 * kk
+        z = (
+            np.minimum(rr, np.asarray([float(k) for k in self.top_k])[None, :])
+            if self.denominator == "min"
+            else rr
+        )
+        return ratio(mean, z), ratio(var, z * z), ratio(np.minimum(rr, kk), z)
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """``AP@k`` from the relevant ranks: ``(1 / Z) sum_s rel_s [r_s <= k] i_s / r_s`` with

@@ -38,6 +38,7 @@ from rankstream.core.backends import Array
 from rankstream.core.lists.base import ListKernel, ListOutput, Selection, call_user
 from rankstream.core.lists.chance import dcg_terms, share_ideal
 from rankstream.core.lists.ties import group_means
+from rankstream.core.relevant.moments import clipped, discount_sums, linear_statistic_moments
 from rankstream.core.relevant.ranks import ratio
 
 GAIN_NAMES = ("exp_rank", "linear_rank")
@@ -273,16 +274,41 @@ class NDCGKernel(ListKernel):
         gains in decreasing order at places ``1 .. min(k, M)``."""
         gains = np.where(ranks.present, self.rank_gains(ranks.labels), 0.0)
         dcg = self.rank_dcg(ranks, gains)
-        ideal = -np.sort(-gains, axis=1)
-        places = np.arange(1.0, ideal.shape[1] + 1.0)
-        disc = self.rank_discount(places) if places.size else places
-        idcg = np.stack([(ideal * np.where(places <= k, disc, 0.0)).sum(axis=1) for k in self.top_k], 1)
+        ideal, idcg = self.rank_idcg(gains)
         top = ideal[:, 0] if ideal.shape[1] else np.zeros(ideal.shape[0])
         if isinstance(self.gain, str):
             relevant = ranks.count(ranks.relevant(self.conventions.relevance_threshold)) > 0
         else:
             relevant = top > 0
         return ListOutput(ratio(dcg, idcg), relevant, top + 0.0)
+
+    def rank_idcg(self, gains: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(ideal, IDCG@k)``: the slots' gains ``(Q, M)`` in decreasing order (every other item
+        holds gain 0) and ``IDCG@k`` ``(Q, len(top_k))``, the ideal gains at places ``1 .. min(k, M)``."""
+        ideal = -np.sort(-gains, axis=1)
+        places = np.arange(1.0, ideal.shape[1] + 1.0)
+        disc = self.rank_discount(places) if places.size else places
+        idcg = np.stack([(ideal * np.where(places <= k, disc, 0.0)).sum(axis=1) for k in self.top_k], 1)
+        return ideal, idcg
+
+    def rank_chance(self, ranks: Any, normalised: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(E, Var, best)`` of DCG@k (``normalised`` False) or nDCG@k under a random ranking of
+        each list's ``N`` items, from the slots' gains (every other item's is 0): Hoeffding's
+        linear permutation statistic with the discounts' prefix sums
+        (:func:`~rankstream.core.relevant.moments.linear_statistic_moments`); best ``IDCG@k``
+        (nDCG: 1 where ``IDCG@k > 0``)."""
+        gains = np.where(ranks.present, self.rank_gains(ranks.labels), 0.0)
+        kk = clipped(self.top_k, ranks.n)
+        d1, d2 = discount_sums(None if self.discount_fn is None else self.rank_discount, kk)
+        mean, var = linear_statistic_moments(ranks.count(gains), ranks.count(gains * gains), ranks.n, d1, d2)
+        idcg = self.rank_idcg(gains)[1]
+        if not normalised:
+            return mean, var, idcg
+        return ratio(mean, idcg), ratio(var, idcg * idcg), ratio(idcg, idcg)
+
+    def chance_from_ranks(self, ranks: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`chance_moments` over relevant ranks (:meth:`rank_chance`)."""
+        return self.rank_chance(ranks, normalised=True)
 
     def _stacked(self, sel: Selection) -> ListOutput:
         """The named-gain case without a mask or item weights (eager: the batch size is known):

@@ -29,6 +29,7 @@ import numpy as np
 from rankstream.core.lists.base import Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
 from rankstream.core.lists.chance import binary_counts, clipped_ks, hits_terms
+from rankstream.core.relevant.moments import hits_moments
 from rankstream.core.relevant.ranks import ratio
 
 
@@ -68,6 +69,13 @@ class PrecisionKernel(BinaryListKernel):
         else:
             z = kk
         return hits_terms(sel, kk, n, r, z)
+
+    def chance_from_ranks(self, ranks: Any) -> tuple[Any, Any, Any]:
+        """:meth:`chance_moments` over relevant ranks (host closed forms in ``N``, ``R``, ``k'``)."""
+        n, r, kk = self.rank_sizes(ranks)
+        z = np.asarray([float(k) for k in self.top_k])[None, :] + 0.0 * kk if self.denominator == "k" else kk
+        mean, var = hits_moments(kk, n, r)
+        return ratio(mean, z), ratio(var, z * z), ratio(np.minimum(r[:, None], kk), z)
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """``hits@k / k``, or over ``min(k, n)`` (``"valid"``), from the relevant ranks."""

@@ -34,6 +34,7 @@ from rankstream.core.lists.base import WHOLE_LIST, Selection
 from rankstream.core.lists.binary import BinaryListKernel
 from rankstream.core.lists.chance import binary_counts, r_precision_terms
 from rankstream.core.lists.shared import BatchShared
+from rankstream.core.relevant.moments import hits_moments
 from rankstream.core.relevant.ranks import ratio
 
 
@@ -80,6 +81,13 @@ class RPrecisionKernel(BinaryListKernel):
         """Under a random ranking: precision at ``k = R``, ``E = R / N``; best 1 where ``R > 0``."""
         r, n, has = binary_counts(self, sel)
         return r_precision_terms(sel, n, r, has)
+
+    def chance_from_ranks(self, ranks: Any) -> tuple[Any, Any, Any]:
+        """:meth:`chance_moments` over relevant ranks: the hypergeometric hits at ``k = R`` over ``R``."""
+        n, r, _ = self.rank_sizes(ranks)
+        rr = r[:, None]
+        mean, var = hits_moments(np.minimum(rr, n[:, None]), n, r)
+        return ratio(mean, rr), ratio(var, rr * rr), (rr > 0) + 0.0
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """``hits@R / R`` from the relevant ranks (each list's own ``R``)."""

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from rankstream.core.lists.base import Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
 from rankstream.core.lists.chance import binary_counts, clipped_ks, hits_terms
+from rankstream.core.relevant.moments import hits_moments
 from rankstream.core.relevant.ranks import ratio
 
 
@@ -40,6 +43,13 @@ class RecallKernel(BinaryListKernel):
         r, n, _ = binary_counts(self, sel)
         kk = clipped_ks(self, sel, n)
         return hits_terms(sel, kk, n, r, r[:, None] + 0.0 * kk)
+
+    def chance_from_ranks(self, ranks: Any) -> tuple[Any, Any, Any]:
+        """:meth:`chance_moments` over relevant ranks: the hypergeometric hits over ``R``."""
+        n, r, kk = self.rank_sizes(ranks)
+        mean, var = hits_moments(kk, n, r)
+        z = r[:, None] + 0.0 * kk
+        return ratio(mean, z), ratio(var, z * z), ratio(np.minimum(z, kk), z)
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """``hits@k / R`` from the relevant ranks."""

@@ -26,6 +26,7 @@ import numpy as np
 from rankstream.core.lists.base import Array, Selection
 from rankstream.core.lists.binary import BinaryListKernel
 from rankstream.core.lists.chance import binary_counts, first_relevant_law
+from rankstream.core.relevant.moments import first_rank_moments
 from rankstream.core.relevant.ranks import harmonic_range
 
 
@@ -51,6 +52,13 @@ class ReciprocalRankKernel(BinaryListKernel):
         mean = ops.matmul(p, self.cut_weights(sel, inv)[:width])
         second = ops.matmul(p, self.cut_weights(sel, inv * inv)[:width])
         return mean, ops.maximum(second - mean * mean, 0.0), has + 0.0 * mean
+
+    def chance_from_ranks(self, ranks: Any) -> tuple[Any, Any, Any]:
+        """:meth:`chance_moments` over relevant ranks: ``E[1 / J]`` and ``E[1 / J^2]`` within
+        ``k'`` by a recursion over ``R`` (:func:`~rankstream.core.relevant.moments.first_rank_moments`)."""
+        n, r, kk = self.rank_sizes(ranks)
+        mean, second = first_rank_moments(kk, n, r)
+        return mean, np.maximum(second - mean * mean, 0.0), (r[:, None] > 0) + 0.0 * mean
 
     def rank_values(self, ranks: Any, rel: Any, n_rel: Any) -> Any:
         """``1 / j*`` of the best ranked relevant slot if ``j* <= k``; under ``ties="expected"``

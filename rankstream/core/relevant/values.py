@@ -9,7 +9,10 @@ never counted, the list weights, keras-rs's list weights through the kernel's ow
 and :func:`rank_sums` reduces it with the kernel's own ``reduce``: so the state fields (the
 value sums, the standard error's sums with ``confidence=``), ``compute()`` and
 :class:`~rankstream.core.lists.collection.ListMetrics` come out as the dense path gives them on
-the same lists. ``chance=True`` is not supported yet (its terms read the dense selection).
+the same lists. With ``chance=True`` the kernel's ``chance_from_ranks(ranks) -> (E, Var, best)``
+(declared in its file beside ``chance_moments``, the dense form) gives the per-list terms of the
+chance fields from the lists' sizes, relevant counts and gains alone
+(:mod:`~rankstream.core.relevant.moments`: closed forms, no ``N``-long row).
 """
 
 from __future__ import annotations
@@ -35,10 +38,10 @@ def check_kernel(kernel: Any, name: str = "metric") -> None:
             f"{name} ({type(kernel).__name__}) has no form over the ranks of the relevant items "
             "(from_ranks), so it cannot be computed without the dense score matrix"
         )
-    if getattr(kernel, "chance", False):
+    if getattr(kernel, "chance", False) and not callable(getattr(kernel, "chance_from_ranks", None)):
         raise ValueError(
-            f"{name}: chance=True is not supported over relevant ranks yet (its terms read the dense "
-            "selection), got chance=True"
+            f"{name} ({type(kernel).__name__}): chance=True needs the metric's moments over relevant ranks "
+            "(chance_from_ranks), which it does not declare"
         )
     ties = kernel.conventions.ties
     if ties == "expected" and getattr(kernel, "name", "") == "err":
@@ -61,6 +64,8 @@ def rank_output(kernel: Any, ranks: RelevantRanks, weights: Any = None) -> Any:
     out.values, out.counted, out.listed, out.invalid = values, counted, listed, None
     out.relevant = relevant
     out.weights = None if weights is None else np.asarray(weights, np.float64).reshape(-1)
+    if getattr(kernel, "chance", False):  # the moments under a random ranking: N, R, gains, k only
+        out.expected, out.variance, out.best = kernel.chance_from_ranks(ranks)
     return kernel.weighed(ops, out, False)
 
 
