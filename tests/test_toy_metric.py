@@ -23,9 +23,6 @@ from rankstream.core.lists.chance import CHANCE_METRICS, declares_moments
 from rankstream.core.lists.collection import ListMetrics
 from rankstream.core.lists.table import LIST_METRICS, register
 
-TM_ROW = tm.RetrievalRow(
-    "RetrievalToyHits", "The relevant items among the top k.", lambda m, k: ToyHitsKernel(k)
-)
 FORMS: dict[str, Any] = {}
 
 
@@ -35,7 +32,7 @@ def _toy_forms():
     every registry as it was afterwards."""
     more = (ignite_lists.CLASSES, ignite_lists.PEER_DEFAULTS, vars(ignite_lists), tm.CLASSES, vars(tm))
     with registered(*more) as row:
-        FORMS.update(row=row, ignite=ignite_lists.register(row), tm=tm.register(TM_ROW))
+        FORMS.update(row=row, ignite=ignite_lists.register(row), tm=tm.register(row))
         yield
     FORMS.clear()
 
