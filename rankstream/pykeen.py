@@ -404,10 +404,17 @@ class ExpectationNormalizedMetric(DerivedRankBasedMetric):
         return affine_parameters(_family.normalized_coefficients(mean))
 
 
+class _AtK:
+    """The constructor of the metrics derived from Hits@k: ``k`` (default 10) first, as PyKEEN."""
+
+    def __init__(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
+        super().__init__(base_cls=base_cls, k=k)  # type: ignore[call-arg]
+
+
 # each family's derived metrics, in the registry's order
 
 
-class AdjustedHitsAtK(ReindexedMetric, base=HitsAtK):
+class AdjustedHitsAtK(_AtK, ReindexedMetric, base=HitsAtK):
     """Re-indexed Hits@k, ``(H - E[H]) / (1 - E[H])``.
 
     As in PyKEEN, ``key`` is ``"adjusted_hits_at_k"`` whatever ``k`` is.
@@ -427,20 +434,14 @@ class AdjustedHitsAtK(ReindexedMetric, base=HitsAtK):
         "adjusted_hits_at_",
     )
 
-    def __init__(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
-        super().__init__(base_cls=base_cls, k=k)
 
-
-class ZHitsAtK(ZMetric, base=HitsAtK):
+class ZHitsAtK(_AtK, ZMetric, base=HitsAtK):
     """z-scored Hits@k (``key`` is ``"z_hits_at_k"`` whatever ``k`` is, as in PyKEEN)."""
 
     name = "z-Hits at K"
     link = _ADJUSTED
     description = "Hits@k standardised by its mean and standard deviation under random ranking."
     synonyms: ClassVar[Collection[str]] = ("z_hits_at_", "zahk")
-
-    def __init__(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
-        super().__init__(base_cls=base_cls, k=k)
 
 
 class AdjustedInverseHarmonicMeanRank(ReindexedMetric, base=InverseHarmonicMeanRank):
