@@ -404,17 +404,15 @@ class ExpectationNormalizedMetric(DerivedRankBasedMetric):
         return affine_parameters(_family.normalized_coefficients(mean))
 
 
-class _AtK:
-    """The constructor of the metrics derived from Hits@k: ``k`` (default 10) first, as PyKEEN."""
-
-    def __init__(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
-        super().__init__(base_cls=base_cls, k=k)  # type: ignore[call-arg]
+# the constructor of the metrics derived from Hits@k (``k`` first, default 10, as PyKEEN's)
+def _at_k_init(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
+    DerivedRankBasedMetric.__init__(self, base_cls=base_cls, k=k)
 
 
 # each family's derived metrics, in the registry's order
 
 
-class AdjustedHitsAtK(_AtK, ReindexedMetric, base=HitsAtK):
+class AdjustedHitsAtK(ReindexedMetric, base=HitsAtK):
     """Re-indexed Hits@k, ``(H - E[H]) / (1 - E[H])``.
 
     As in PyKEEN, ``key`` is ``"adjusted_hits_at_k"`` whatever ``k`` is.
@@ -433,15 +431,17 @@ class AdjustedHitsAtK(_AtK, ReindexedMetric, base=HitsAtK):
         "ah_at_",
         "adjusted_hits_at_",
     )
+    __init__ = _at_k_init
 
 
-class ZHitsAtK(_AtK, ZMetric, base=HitsAtK):
+class ZHitsAtK(ZMetric, base=HitsAtK):
     """z-scored Hits@k (``key`` is ``"z_hits_at_k"`` whatever ``k`` is, as in PyKEEN)."""
 
     name = "z-Hits at K"
     link = _ADJUSTED
     description = "Hits@k standardised by its mean and standard deviation under random ranking."
     synonyms: ClassVar[Collection[str]] = ("z_hits_at_", "zahk")
+    __init__ = _at_k_init
 
 
 class AdjustedInverseHarmonicMeanRank(ReindexedMetric, base=InverseHarmonicMeanRank):

@@ -5,6 +5,7 @@ a naive one-list reference written here (the Keras class: tests/keras/backend_su
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -162,6 +163,18 @@ def test_torchmetrics_class_matches_the_naive_reference():
     metric.update(torch.as_tensor(scores.ravel()), torch.as_tensor(labels.ravel() > 0), indexes=indexes)
     want = np.mean([hits(s, y, 3) for s, y in zip(scores, labels, strict=True)])
     assert float(metric.compute()) == pytest.approx(want, abs=1e-6)
+
+
+def test_torchmetrics_register_takes_a_table_row():
+    assert FORMS["tm"].__name__ == "RetrievalToyHits"
+    assert isinstance(FORMS["tm"](top_k=2).kernel, ToyHitsKernel)
+    with pytest.raises(TypeError, match="ListMetricRow"):
+        tm.register("RetrievalToyHits")
+    bare = dataclasses.replace(FORMS["row"], name="toy_bare", aliases=(), torchmetrics=None)
+    with pytest.raises(ValueError, match="no torchmetrics presentation"):
+        tm.register(bare)
+    with pytest.raises(ValueError, match="exists already"):
+        tm.register(FORMS["row"])
 
 
 def test_chance_hook_declared_by_the_kernel_and_the_message_lists_the_table():

@@ -3,6 +3,7 @@ across processes by ``idist`` (lifecycle only; the math is `rankstream.core.samp
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence  # noqa: F401  (the constructor's signature names them)
 from typing import Any
 
 import torch

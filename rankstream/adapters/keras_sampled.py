@@ -5,6 +5,7 @@ is `rankstream.core.sampled`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence  # noqa: F401  (the constructor's signature names it)
 from typing import Any
 
 import keras
@@ -71,8 +72,8 @@ class SampledRankMetrics(keras.metrics.Metric):
         super().__init__(name=a["name"], dtype=a["dtype"])
         self._core = core
         self.num_items, self.num_negatives = core.num_items, core.num_negatives
-        self.ks = list(core.ks)
-        self.gamma, self.confidence, self.ties = a["gamma"], a["confidence"], a["ties"]
+        self.ks, self.gamma = list(core.ks), a["gamma"]
+        self.confidence, self.ties = a["confidence"], a["ties"]
         specs = metric_specs(self._core.ks)
         d = self._core.design
         values = (

@@ -431,7 +431,7 @@ def _metric_class(row: ListMetricRow) -> type[RetrievalListMetric]:
     cls.__doc__ = first + "".join(f"\n    {line}" for line in rest) + "\n" + _ARGS_DOC
     flags = {"coded": tm.retrieved, "graded": tm.graded, "both_classes": tm.both_classes, "ranked": tm.ranked}
     for flag, value in flags.items():
-        if value != getattr(parent, flag):
+        if value:  # the base class's are False
             setattr(cls, flag, value)
     return cls
 
