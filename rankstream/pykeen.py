@@ -404,6 +404,11 @@ class ExpectationNormalizedMetric(DerivedRankBasedMetric):
         return affine_parameters(_family.normalized_coefficients(mean))
 
 
+# the constructor of the metrics derived from Hits@k (``k`` first, default 10, as PyKEEN's)
+def _at_k_init(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
+    DerivedRankBasedMetric.__init__(self, base_cls=base_cls, k=k)
+
+
 # each family's derived metrics, in the registry's order
 
 
@@ -426,9 +431,7 @@ class AdjustedHitsAtK(ReindexedMetric, base=HitsAtK):
         "ah_at_",
         "adjusted_hits_at_",
     )
-
-    def __init__(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
-        super().__init__(base_cls=base_cls, k=k)
+    __init__ = _at_k_init
 
 
 class ZHitsAtK(ZMetric, base=HitsAtK):
@@ -438,9 +441,7 @@ class ZHitsAtK(ZMetric, base=HitsAtK):
     link = _ADJUSTED
     description = "Hits@k standardised by its mean and standard deviation under random ranking."
     synonyms: ClassVar[Collection[str]] = ("z_hits_at_", "zahk")
-
-    def __init__(self, k: int = 10, base_cls: type[RankBasedMetric] | str | None = None) -> None:
-        super().__init__(base_cls=base_cls, k=k)
+    __init__ = _at_k_init
 
 
 class AdjustedInverseHarmonicMeanRank(ReindexedMetric, base=InverseHarmonicMeanRank):

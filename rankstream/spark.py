@@ -51,7 +51,7 @@ docs/beyond_accuracy.md).
 
 from __future__ import annotations
 
-import re
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,7 +69,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         f"rankstream.spark needs pyspark and pyarrow; install them with: {install_hint('spark')}"
     ) from exc
 
-from rankstream.adapters.spark_arrow import ERROR_MARK, Columns, mapper
+from rankstream.adapters.spark_arrow import Columns, mapper, raise_from_executor
 from rankstream.adapters.spark_beyond import beyond_accuracy
 from rankstream.adapters.spark_workers import SparkWorkerError, check_workers
 from rankstream.core.lists.base import ListKernel
@@ -247,14 +247,6 @@ def _lists(
     return grouped.select(*out), cols
 
 
-def _raise_from_executor(exc: Exception) -> None:
-    """Raise the ``ValueError`` an executor raised on bad data (Spark wraps it), if it was one."""
-    text = str(exc)
-    found = re.search(re.escape(ERROR_MARK) + r" ?(.*)", text)
-    if found:
-        raise ValueError(f"{ERROR_MARK} {found.group(1).strip()}") from exc
-
-
 def evaluate_state(
     df: DataFrame,
     metric: Any,
@@ -283,7 +275,7 @@ def evaluate_state(
     try:
         rows = total.collect()
     except Exception as exc:  # Spark wraps what a worker raised; bad data is a ValueError
-        _raise_from_executor(exc)
+        raise_from_executor(exc)
         raise
     flat = np.zeros(flat_size(kernel.fields), dtype=np.float64)  # no partition: every sum 0
     for row in rows:
@@ -291,18 +283,7 @@ def evaluate_state(
     return State(kernel, split_flat(flat, kernel.fields))
 
 
-def evaluate(
-    df: DataFrame,
-    metric: Any,
-    *,
-    scores: str = "scores",
-    labels: str = "labels",
-    mask: str | None = None,
-    weight: str | None = None,
-    query: str | None = None,
-    item: str | None = None,
-    conventions: str = "rankstream",
-) -> Any:
+def evaluate(df: DataFrame, metric: Any, **columns: Any) -> Any:
     """``metric`` over every list of ``df``, as ``State(kernel).compute()`` gives it.
 
     Args:
@@ -332,14 +313,10 @@ def evaluate(
     :class:`SparkWorkerError` when Spark's Python workers lack numpy, pyarrow or rankstream (or
     run another rankstream version, or do not start; checked once per session, before the first
     job), and :class:`~rankstream.NotComputableError` when no list counts."""
-    return evaluate_state(
-        df,
-        metric,
-        scores=scores,
-        labels=labels,
-        mask=mask,
-        weight=weight,
-        query=query,
-        item=item,
-        conventions=conventions,
-    ).compute()
+    return evaluate_state(df, metric, **columns).compute()
+
+
+# evaluate takes evaluate_state's arguments, named once there (its explicit signature)
+evaluate.__signature__ = inspect.signature(evaluate_state).replace(  # type: ignore[attr-defined]
+    return_annotation="Any"
+)

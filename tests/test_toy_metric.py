@@ -5,6 +5,7 @@ a naive one-list reference written here (the Keras class: tests/keras/backend_su
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -23,9 +24,6 @@ from rankstream.core.lists.chance import CHANCE_METRICS, declares_moments
 from rankstream.core.lists.collection import ListMetrics
 from rankstream.core.lists.table import LIST_METRICS, register
 
-TM_ROW = tm.RetrievalRow(
-    "RetrievalToyHits", "The relevant items among the top k.", lambda m, k: ToyHitsKernel(k)
-)
 FORMS: dict[str, Any] = {}
 
 
@@ -35,7 +33,7 @@ def _toy_forms():
     every registry as it was afterwards."""
     more = (ignite_lists.CLASSES, ignite_lists.PEER_DEFAULTS, vars(ignite_lists), tm.CLASSES, vars(tm))
     with registered(*more) as row:
-        FORMS.update(row=row, ignite=ignite_lists.register(row), tm=tm.register(TM_ROW))
+        FORMS.update(row=row, ignite=ignite_lists.register(row), tm=tm.register(row))
         yield
     FORMS.clear()
 
@@ -165,6 +163,18 @@ def test_torchmetrics_class_matches_the_naive_reference():
     metric.update(torch.as_tensor(scores.ravel()), torch.as_tensor(labels.ravel() > 0), indexes=indexes)
     want = np.mean([hits(s, y, 3) for s, y in zip(scores, labels, strict=True)])
     assert float(metric.compute()) == pytest.approx(want, abs=1e-6)
+
+
+def test_torchmetrics_register_takes_a_table_row():
+    assert FORMS["tm"].__name__ == "RetrievalToyHits"
+    assert isinstance(FORMS["tm"](top_k=2).kernel, ToyHitsKernel)
+    with pytest.raises(TypeError, match="ListMetricRow"):
+        tm.register("RetrievalToyHits")
+    bare = dataclasses.replace(FORMS["row"], name="toy_bare", aliases=(), torchmetrics=None)
+    with pytest.raises(ValueError, match="no torchmetrics presentation"):
+        tm.register(bare)
+    with pytest.raises(ValueError, match="exists already"):
+        tm.register(FORMS["row"])
 
 
 def test_chance_hook_declared_by_the_kernel_and_the_message_lists_the_table():

@@ -18,7 +18,7 @@ from rankstream.core import functional
 from rankstream.core.lists import table
 from rankstream.core.lists.binary import BinaryListKernel
 from rankstream.core.lists.chance import binary_counts, clipped_ks, hits_terms
-from rankstream.core.lists.table import BY_NAME, ListMetricRow, Presentation, register
+from rankstream.core.lists.table import BY_NAME, ListMetricRow, Presentation, RetrievalPresentation, register
 
 
 class ToyHitsKernel(BinaryListKernel):
@@ -48,6 +48,7 @@ ROW = ListMetricRow(
     keras=Presentation(
         "ToyHits", defaults={"relevance_threshold": 1.0}, doc="The relevant items among the top k (a toy)."
     ),
+    torchmetrics=RetrievalPresentation("RetrievalToyHits", doc="The relevant items among the top k."),
 )
 
 

@@ -1,5 +1,5 @@
 """Public classes derived from a declaration: an explicit signature, an ``Args:`` section, one
-constructor body.
+constructor body; and constructors over a core class that take its arguments (:func:`core_init`).
 
 A derived class is a real class (its own ``__name__``, ``__qualname__`` and ``__module__``,
 picklable once bound to that name in that module) whose ``inspect.signature`` is the one it is
@@ -64,6 +64,52 @@ def parameters(
     return [inspect.Parameter(name, kind, default=default, annotation=ann) for name, default, ann in specs]
 
 
+def bound_init(
+    signature: inspect.Signature, qualname: str, module: str, build: Callable[[Any, dict[str, Any]], None]
+) -> Callable[..., None]:
+    """A constructor with ``signature`` (``self`` first): it binds the call to it (a wrong call
+    is the usual ``TypeError``, named after ``qualname``'s class) and runs ``build(self,
+    arguments)`` with the bound arguments, defaults applied."""
+    owner = qualname.rpartition(".")[0] or qualname
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{owner}.__init__() {exc}") from None
+        bound.apply_defaults()
+        build(self, bound.arguments)
+
+    __init__.__signature__ = signature  # type: ignore[attr-defined]
+    __init__.__qualname__ = qualname
+    __init__.__module__ = module
+    return __init__
+
+
+def core_init(
+    core: type, extra: Iterable[tuple[str, Any, Any]]
+) -> Callable[[Callable[[Any, Any, dict[str, Any]], None]], Callable[..., None]]:
+    """A decorator of an adapter's constructor over a core class: the constructor's signature
+    is ``core``'s (its parameters, kinds, defaults and annotations) followed by the adapter's
+    ``extra`` ``(name, default, annotation)`` parameters; it builds ``core`` from its arguments
+    and runs the decorated ``init(self, core_instance, arguments)`` (every argument, defaults
+    applied). The core's arguments are named once, in the core."""
+    own = list(inspect.signature(core).parameters.values())
+    names = [p.name for p in own]
+    signature = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *own, *parameters(extra)],
+        return_annotation="None",
+    )
+
+    def decorate(init: Callable[[Any, Any, dict[str, Any]], None]) -> Callable[..., None]:
+        def build(self: Any, arguments: dict[str, Any]) -> None:
+            init(self, core(**{name: arguments[name] for name in names}), arguments)
+
+        return bound_init(signature, init.__qualname__, init.__module__, build)
+
+    return decorate
+
+
 def derived_class(
     name: str,
     base: type,
@@ -76,20 +122,8 @@ def derived_class(
     ``signature`` (``self`` first) and runs ``build(self, arguments)`` with the bound
     arguments, defaults applied. ``inspect.signature`` of the class shows ``signature`` without
     ``self``; ``doc`` is its docstring."""
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        try:
-            bound = signature.bind(self, *args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{name}.__init__() {exc}") from None
-        bound.apply_defaults()
-        build(self, bound.arguments)
-
-    __init__.__signature__ = signature  # type: ignore[attr-defined]
-    __init__.__qualname__ = f"{name}.__init__"
-    __init__.__module__ = module
     namespace = {
-        "__init__": __init__,
+        "__init__": bound_init(signature, f"{name}.__init__", module, build),
         "__doc__": doc,
         "__module__": module,
         "__qualname__": name,

@@ -3,14 +3,14 @@ across processes by ``idist`` (lifecycle only; the math is `rankstream.core.samp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence  # noqa: F401  (the constructor's signature names them)
 from typing import Any
 
 import torch
 from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
 
-from rankstream.core.sampled import DEFAULT_GAMMA
+from rankstream.adapters.ignite_derive import core_init
 from rankstream.core.sampled_state import SampledRanks, report, split_state
 
 
@@ -50,22 +50,19 @@ class SampledRankMetrics(Metric):
 
     _state_dict_all_req_keys = ("_hist",)
 
-    def __init__(
-        self,
-        num_items: int,
-        num_negatives: int,
-        ks: int | Sequence[int] = (1, 5, 10),
-        gamma: float = DEFAULT_GAMMA,
-        confidence: float | None = None,
-        ties: str = "realistic",
-        output_transform: Callable[[Any], Any] = _identity,
-        device: str | torch.device = torch.device("cpu"),  # noqa: B008
-        skip_unrolling: bool = False,
-    ) -> None:
-        self._core = SampledRanks(num_items, num_negatives, ks, gamma, confidence, ties)
-        self.num_items, self.num_negatives = self._core.num_items, self._core.num_negatives
-        self.ks, self.gamma, self.confidence, self.ties = ks, gamma, confidence, ties
-        super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
+    @core_init(
+        SampledRanks,
+        (
+            ("output_transform", _identity, "Callable[[Any], Any]"),
+            ("device", torch.device("cpu"), "str | torch.device"),
+            ("skip_unrolling", False, "bool"),
+        ),
+    )
+    def __init__(self, core: SampledRanks, a: dict[str, Any]) -> None:
+        self._core = core
+        self.num_items, self.num_negatives = core.num_items, core.num_negatives
+        self.ks, self.gamma, self.confidence, self.ties = a["ks"], a["gamma"], a["confidence"], a["ties"]
+        super().__init__(a["output_transform"], device=a["device"], skip_unrolling=a["skip_unrolling"])
 
     @reinit__is_reduced
     def reset(self) -> None:

@@ -5,17 +5,17 @@ is `rankstream.core.sampled`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence  # noqa: F401  (the constructor's signature names it)
 from typing import Any
 
 import keras
 import numpy as np
 from keras import ops as K
 
+from rankstream.adapters.ignite_derive import core_init
 from rankstream.adapters.keras_inputs import symbolic
 from rankstream.core.backends.keras_ops import is_tracing, x64_enabled
 from rankstream.core.sampled import (
-    DEFAULT_GAMMA,
     bias_variance_values,
     metric_specs,
     minimal_bias_values,
@@ -67,21 +67,13 @@ class SampledRankMetrics(keras.metrics.Metric):
         name, dtype: Keras'.
     """
 
-    def __init__(
-        self,
-        num_items: int,
-        num_negatives: int,
-        ks: int | Sequence[int] = (1, 5, 10),
-        gamma: float = DEFAULT_GAMMA,
-        confidence: float | None = None,
-        ties: str = "realistic",
-        name: str = "sampled",
-        dtype: Any = None,
-    ) -> None:
-        super().__init__(name=name, dtype=dtype)
-        self._core = SampledRanks(num_items, num_negatives, ks, gamma, confidence, ties)
-        self.num_items, self.num_negatives = self._core.num_items, self._core.num_negatives
-        self.ks, self.gamma, self.confidence, self.ties = list(self._core.ks), gamma, confidence, ties
+    @core_init(SampledRanks, (("name", "sampled", "str"), ("dtype", None, "Any")))
+    def __init__(self, core: SampledRanks, a: dict[str, Any]) -> None:
+        super().__init__(name=a["name"], dtype=a["dtype"])
+        self._core = core
+        self.num_items, self.num_negatives = core.num_items, core.num_negatives
+        self.ks, self.gamma = list(core.ks), a["gamma"]
+        self.confidence, self.ties = a["confidence"], a["ties"]
         specs = metric_specs(self._core.ks)
         d = self._core.design
         values = (

@@ -9,7 +9,8 @@ ragged length is padded to the batch's longest list with a mask, from the Arrow 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,14 @@ from rankstream.core.state import State
 #: the prefix of every error raised on an executor, so the driver can find it in Spark's
 #: wrapped exception and raise it again as the ``ValueError`` it was
 ERROR_MARK = "rankstream.spark:"
+
+
+def raise_from_executor(exc: Exception) -> None:
+    """On the driver: raise the ``ValueError`` an executor raised on bad data (Spark wraps it,
+    the message holds :data:`ERROR_MARK`), if it was one."""
+    found = re.search(re.escape(ERROR_MARK) + r" ?(.*)", str(exc))
+    if found:
+        raise ValueError(f"{ERROR_MARK} {found.group(1).strip()}") from exc
 
 
 class SparkInputError(ValueError):
@@ -78,6 +87,53 @@ def pad(values: np.ndarray, lengths: np.ndarray, width: int, fill: Any) -> np.nd
     return out
 
 
+def _check_rows(bad: np.ndarray, message: Callable[[int, int], str]) -> None:
+    """A :class:`SparkInputError` with ``message(rows, first)`` where any row is flagged in the
+    bool array ``bad`` (``rows`` flagged, ``first`` the first of them)."""
+    rows = np.flatnonzero(bad)
+    if rows.size:
+        raise SparkInputError(message(int(rows.size), int(rows[0])))
+
+
+def _rank_labels(labels: np.ndarray, mask: np.ndarray | None, cols: Columns) -> np.ndarray:
+    """The rank report's labels: the true candidate's index per list (an integer column, or
+    from one row per item the one item labelled > 0)."""
+    if not cols.labels_are_lists:
+        if not np.issubdtype(labels.dtype, np.integer):
+            raise SparkInputError(
+                f"column {cols.labels!r} must hold the true candidate's index (integers), got {labels.dtype}"
+            )
+        return labels
+    positive = labels > 0 if mask is None else (labels > 0) & mask
+    count = positive.sum(axis=1)
+    _check_rows(
+        count != 1,
+        lambda n, i: (
+            f"the rank report reads one true item per query, labelled > 0 in column "
+            f"{cols.labels!r}; {n} query(ies) have another number, the first has {int(count[i])}"
+        ),
+    )
+    return positive.argmax(axis=1)
+
+
+def _weight(batch: pa.RecordBatch, cols: Columns) -> np.ndarray | None:
+    """One weight per list, or None; with one row per item the same on every item of a query."""
+    if cols.weight is None:
+        return None
+    weight = _scalar(batch, cols.weight).astype(np.float64, copy=False)
+    if cols.weight_max is not None:
+        top = _scalar(batch, cols.weight_max).astype(np.float64, copy=False)
+        _check_rows(
+            top != weight,
+            lambda n, i: (
+                f"column {cols.weight!r} is one weight per query: it must be the same on every "
+                f"item of a query; {n} query(ies) differ, one has weights from "
+                f"{float(weight[i])!r} to {float(top[i])!r}"
+            ),
+        )
+    return weight
+
+
 def batch_arrays(batch: pa.RecordBatch, cols: Columns) -> tuple[Any, ...] | None:
     """``(scores, labels, mask, weight)`` of one record batch as the core reads them
     (``(lists, width)`` arrays, ``mask`` None when every list is full and no mask column is
@@ -88,14 +144,14 @@ def batch_arrays(batch: pa.RecordBatch, cols: Columns) -> tuple[Any, ...] | None
     width = int(lengths.max())
 
     def same_lengths(name: str, other: np.ndarray) -> None:
-        bad = np.flatnonzero(other != lengths)
-        if bad.size:
-            i = int(bad[0])
-            raise SparkInputError(
-                f"columns {cols.scores!r} and {name!r} must hold arrays of the same length in every "
-                f"row; {bad.size} row(s) differ, the first has {int(lengths[i])} scores and "
+        _check_rows(
+            other != lengths,
+            lambda n, i: (
+                f"columns {cols.scores!r} and {name!r} must hold arrays of the same length in "
+                f"every row; {n} row(s) differ, the first has {int(lengths[i])} scores and "
                 f"{int(other[i])} {name!r} values"
-            )
+            ),
+        )
 
     full = int(lengths.min()) == width
     mask = None if full else np.arange(width)[None, :] < lengths[:, None]
@@ -112,36 +168,9 @@ def batch_arrays(batch: pa.RecordBatch, cols: Columns) -> tuple[Any, ...] | None
         labels = pad(labels.astype(np.float64, copy=False), lengths, width, 0.0)
     else:
         labels = _scalar(batch, cols.labels)
-    if cols.rank_labels and cols.labels_are_lists:  # one row per item: the one positive item
-        positive = labels > 0 if mask is None else (labels > 0) & mask
-        count = positive.sum(axis=1)
-        bad = np.flatnonzero(count != 1)
-        if bad.size:
-            raise SparkInputError(
-                f"the rank report reads one true item per query, labelled > 0 in column "
-                f"{cols.labels!r}; {bad.size} query(ies) have another number, the first has "
-                f"{int(count[bad[0]])}"
-            )
-        labels = positive.argmax(axis=1)
-    elif cols.rank_labels:
-        if not np.issubdtype(labels.dtype, np.integer):
-            raise SparkInputError(
-                f"column {cols.labels!r} must hold the true candidate's index (integers), got {labels.dtype}"
-            )
-    weight = None
-    if cols.weight is not None:
-        weight = _scalar(batch, cols.weight).astype(np.float64, copy=False)
-        if cols.weight_max is not None:
-            top = _scalar(batch, cols.weight_max).astype(np.float64, copy=False)
-            bad = np.flatnonzero(top != weight)
-            if bad.size:
-                i = int(bad[0])
-                raise SparkInputError(
-                    f"column {cols.weight!r} is one weight per query: it must be the same on every "
-                    f"item of a query; {bad.size} query(ies) differ, one has weights from "
-                    f"{float(weight[i])!r} to {float(top[i])!r}"
-                )
-    return pad(scores, lengths, width, 0.0), labels, mask, weight
+    if cols.rank_labels:
+        labels = _rank_labels(labels, mask, cols)
+    return pad(scores, lengths, width, 0.0), labels, mask, _weight(batch, cols)
 
 
 def partition_sums(kernel: Any, cols: Columns, batches: Iterator[pa.RecordBatch]) -> np.ndarray:

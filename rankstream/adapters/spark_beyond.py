@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
-from rankstream.adapters.spark_arrow import SparkInputError, _flat, pad, sums_batch
+from rankstream.adapters.spark_arrow import SparkInputError, _flat, pad, raise_from_executor, sums_batch
 from rankstream.core.beyond.items import ItemData
 from rankstream.core.beyond.stream import BeyondAccuracy
 from rankstream.core.state import split_flat
@@ -200,9 +200,7 @@ def beyond_accuracy(
     try:
         rows = frame.mapInArrow(part, "sums array<double>").collect()
     except Exception as exc:  # Spark wraps what a worker raised: bad data is a ValueError
-        from rankstream.spark import _raise_from_executor
-
-        _raise_from_executor(exc)
+        raise_from_executor(exc)
         raise
     total = np.sum([np.asarray(row.sums, dtype=np.float64) for row in rows], axis=0)
     meter.merge(split_flat(total, fields))

@@ -6,10 +6,11 @@ shape for the three; flattened), groups the items into lists by query id on the 
 or (precision, recall, MAP, MRR, hit rate, nDCG, with few relevant items per query) ranks the
 relevant items by comparison (:mod:`~rankstream.adapters.torchmetrics_flat`: the same values;
 the checked, grouped batch shared by the metrics updated with the same tensors). The classes
-are derived from one row each (:data:`ROWS`). Its state is sums (``dist_reduce_fx="sum"``)
-and a running maximum and minimum (``"max"``/``"min"``) of the per-query values, so DDP,
-``MetricCollection``, Lightning's ``self.log`` and ``torch.save`` of ``state_dict()`` work as
-for any torchmetrics metric:
+are derived from the rows of :mod:`rankstream.core.lists.table` that have a torchmetrics
+presentation (:class:`~rankstream.core.lists.table.RetrievalPresentation`). Its state is sums
+(``dist_reduce_fx="sum"``) and a running maximum and minimum (``"max"``/``"min"``) of the
+per-query values, so DDP, ``MetricCollection``, Lightning's ``self.log`` and ``torch.save`` of
+``state_dict()`` work as for any torchmetrics metric:
 
 * ``value_sum = sum_q w_q v_q`` and ``weight_sum = sum_q w_q`` over the queries with a relevant
   item (``w_q = 1``; GAUC: the query's number of items),
@@ -42,7 +43,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -50,20 +50,12 @@ from torchmetrics import Metric
 
 from rankstream.adapters.ignite_derive import derived_class, parameters
 from rankstream.adapters.torchmetrics_flat import FlatQueries, checked_items, flat_queries, relevant_ranks
-from rankstream.adapters.torchmetrics_kernels import RETRIEVED, RetrievedMAPKernel, RetrievedRecallKernel
 from rankstream.adapters.torchmetrics_queries import QueryModes
 from rankstream.core import execution
 from rankstream.core.grouping import check_query_mode, group_by_query
-from rankstream.core.lists.auc import AUCKernel, GAUCKernel
 from rankstream.core.lists.base import WHOLE_LIST, ListKernel
-from rankstream.core.lists.err import ERRKernel
-from rankstream.core.lists.f1 import F1Kernel
-from rankstream.core.lists.hit_rate import HitRateKernel
-from rankstream.core.lists.ndcg import NDCGKernel
-from rankstream.core.lists.precision import PrecisionKernel
-from rankstream.core.lists.r_precision import RPrecisionKernel
-from rankstream.core.lists.rbp import RBPKernel
-from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
+from rankstream.core.lists.retrieved import RETRIEVED
+from rankstream.core.lists.table import LIST_METRICS, ListMetricRow, RetrievalPresentation
 from rankstream.core.relevant import per_list
 from rankstream.core.state import kernel_config
 
@@ -319,7 +311,8 @@ class RetrievalListMetric(QueryModes, Metric):
 
 
 # ------------------------------------------------------------------------------------------
-# The metrics, under torchmetrics' names and arguments: one row each, one derived class each
+# The metrics, under torchmetrics' names and arguments: one class per row of the table of list
+# metrics that has a torchmetrics presentation (core/lists/table.py)
 # ------------------------------------------------------------------------------------------
 def _k(top_k: int | None) -> int:
     return WHOLE_LIST if top_k is None else top_k
@@ -353,46 +346,25 @@ _METRIC_ARGS = (
 )
 
 
-@dataclass(frozen=True)
-class _Row:
-    """One metric of the adapter.
-
-    Attributes:
-        name: the class name (torchmetrics').
-        doc: the docstring's opening (formula, peer, conventions).
-        kernel: the core kernel, from the metric (its options set) and the cut-off ``k``.
-        top_k: takes torchmetrics' ``top_k`` (None: the whole query).
-        adaptive_k: takes ``adaptive_k`` (precision).
-        options: its own keyword-only options ``(name, default, annotation)``, set as
-            attributes before the kernel is built.
-        nonpositive: takes ``nonpositive_retrieved`` (else every item is retrieved).
-        empty: the default ``empty_target_action``.
-        flags: the class attributes of :class:`RetrievalListMetric` it sets (``coded``,
-            ``graded``, ``both_classes``).
-        parent: the class (of an earlier row) it derives from; None: :class:`RetrievalListMetric`.
-    """
-
-    name: str
-    doc: str
-    kernel: Callable[[Any, int], ListKernel]
-    top_k: bool = True
-    adaptive_k: bool = False
-    options: tuple[tuple[str, Any, str], ...] = ()
-    nonpositive: bool = True
-    empty: str = "neg"
-    flags: dict[str, bool] = field(default_factory=dict)
-    parent: str | None = None
+def _presented(row: ListMetricRow) -> RetrievalPresentation:
+    """The torchmetrics presentation of ``row``; a ``ValueError`` where it has none."""
+    if not isinstance(row, ListMetricRow):
+        raise TypeError(f"row must be a ListMetricRow, got {row!r}")
+    if row.torchmetrics is None:
+        raise ValueError(f"row {row.name!r} has no torchmetrics presentation (its torchmetrics=None)")
+    return row.torchmetrics
 
 
-def _signature(row: _Row) -> inspect.Signature:
+def _signature(row: ListMetricRow) -> inspect.Signature:
     """The constructor's signature (``self`` first): torchmetrics' positional arguments, then
-    the row's options, ``query_mode``, ``nonpositive_retrieved`` and the Metric's own."""
-    positional = [("empty_target_action", row.empty, "str"), ("ignore_index", None, "int | None")]
-    positional += [("top_k", None, "int | None")] if row.top_k else []
-    positional += [("adaptive_k", False, "bool")] if row.adaptive_k else []
+    the presentation's options, ``query_mode``, ``nonpositive_retrieved`` and the Metric's own."""
+    tm = _presented(row)
+    positional = [("empty_target_action", tm.empty, "str"), ("ignore_index", None, "int | None")]
+    positional += [("top_k", None, "int | None")] if row.takes_k else []
+    positional += [("adaptive_k", False, "bool")] if tm.adaptive_k else []
     positional += [("aggregation", "mean", "str")]
-    keyword = [*row.options, ("query_mode", "contiguous", "str")]
-    keyword += [("nonpositive_retrieved", False, "bool")] if row.nonpositive else []
+    keyword = [*tm.options, ("query_mode", "contiguous", "str")]
+    keyword += [("nonpositive_retrieved", False, "bool")] if tm.nonpositive else []
     return inspect.Signature(
         [
             inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
@@ -403,185 +375,86 @@ def _signature(row: _Row) -> inspect.Signature:
     )
 
 
-def _builder(row: _Row) -> Callable[[Any, dict[str, Any]], None]:
+def _kernel(row: ListMetricRow, metric: Any, top_k: int | None, adaptive_k: bool) -> ListKernel:
+    """The metric's kernel: the presentation's (else the row's) with its ``defaults``, the
+    options the metric holds and ``empty="zero"``; the items scored ``<= 0`` coded
+    (``relevance_threshold=RETRIEVED``) where they are not retrieved; precision's denominator
+    ``min(k, n)`` with ``adaptive_k`` or without ``top_k``."""
+    tm = _presented(row)
+    options: dict[str, Any] = {**tm.defaults, **{name: getattr(metric, name) for name, _, _ in tm.options}}
+    if tm.retrieved:
+        options["relevance_threshold"] = RETRIEVED
+    if tm.adaptive_k:
+        options["denominator"] = "valid" if top_k is None or adaptive_k else "k"
+    kernel = tm.kernel or row.kernel
+    if not row.takes_k:
+        return kernel(**options, empty="zero")
+    return kernel(_k(top_k), **options, empty="zero")
+
+
+def _builder(row: ListMetricRow) -> Callable[[Any, dict[str, Any]], None]:
     """The constructor's body: the checked options, the kernel, then the metric."""
+    tm = _presented(row)
 
     def build(self: RetrievalListMetric, arguments: dict[str, Any]) -> None:
-        if row.adaptive_k and not isinstance(arguments["adaptive_k"], bool):
+        if tm.adaptive_k and not isinstance(arguments["adaptive_k"], bool):
             raise ValueError(f"adaptive_k must be a bool, got {arguments['adaptive_k']!r}")
-        if row.top_k:
+        if row.takes_k:
             self.top_k = _check_top_k(arguments["top_k"])
-        if row.adaptive_k:
+        if tm.adaptive_k:
             self.adaptive_k = arguments["adaptive_k"]
-        for name, _, _ in row.options:
+        for name, _, _ in tm.options:
             setattr(self, name, arguments[name])
         RetrievalListMetric.__init__(
             self,
-            row.kernel(self, _k(arguments["top_k"]) if row.top_k else WHOLE_LIST),
+            _kernel(row, self, arguments.get("top_k"), arguments.get("adaptive_k", False)),
             empty_target_action=arguments["empty_target_action"],
             ignore_index=arguments["ignore_index"],
             aggregation=arguments["aggregation"],
             query_mode=arguments["query_mode"],
             # no option: every item retrieved (the metrics without top_k), else as in torchmetrics
-            nonpositive_retrieved=arguments.get("nonpositive_retrieved", not row.top_k),
+            nonpositive_retrieved=arguments.get("nonpositive_retrieved", not row.takes_k),
             metric_args={name: arguments[name] for name, _, _ in _METRIC_ARGS},
         )
 
     return build
 
 
-def _metric_class(row: _Row, parent: type[RetrievalListMetric]) -> type[RetrievalListMetric]:
-    """The class of ``row``: a subclass of ``parent`` with the row's signature, flags,
-    per-query values and docstring (the opening and the arguments)."""
-    cls = derived_class(row.name, parent, __name__, _signature(row), "", _builder(row))
-    first, *rest = inspect.cleandoc(row.doc).splitlines()
+def _metric_class(row: ListMetricRow) -> type[RetrievalListMetric]:
+    """The class of ``row``: a subclass of its presentation's ``parent`` (else
+    :class:`RetrievalListMetric`) with the presentation's name, signature, flags and docstring
+    (the opening and the arguments)."""
+    tm = _presented(row)
+    parent = CLASSES[tm.parent] if tm.parent else RetrievalListMetric
+    cls = derived_class(tm.name, parent, __name__, _signature(row), "", _builder(row))
+    first, *rest = inspect.cleandoc(tm.doc).splitlines()
     cls.__doc__ = first + "".join(f"\n    {line}" for line in rest) + "\n" + _ARGS_DOC
-    for flag, value in row.flags.items():
-        setattr(cls, flag, value)
+    flags = {"coded": tm.retrieved, "graded": tm.graded, "both_classes": tm.both_classes, "ranked": tm.ranked}
+    for flag, value in flags.items():
+        if value:  # the base class's are False
+            setattr(cls, flag, value)
     return cls
 
 
-def _precision_kernel(m: Any, k: int) -> ListKernel:
-    den = "valid" if m.top_k is None or m.adaptive_k else "k"
-    return PrecisionKernel(k, denominator=den, empty="zero", relevance_threshold=RETRIEVED)
-
-
-ROWS: tuple[_Row, ...] = (
-    _Row(
-        "RetrievalPrecision",
-        """Precision@k per query, ``hits@k / k`` (torchmetrics ``RetrievalPrecision``): ``k`` is
-        ``top_k`` (None: the query's size), ``min(top_k, n)`` with ``adaptive_k``. Items scored
-        ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) unless ``nonpositive_retrieved=True``.""",
-        _precision_kernel,
-        adaptive_k=True,
-        flags={"coded": True, "ranked": True},
-    ),
-    _Row(
-        "RetrievalRecall",
-        """Recall@k per query, ``hits@k / R`` (torchmetrics ``RetrievalRecall``; ``R`` every
-        relevant item of the query). Items scored ``<= 0`` are not retrieved (torchmetrics >=
-        1.7.4) unless ``nonpositive_retrieved=True``.""",
-        lambda m, k: RetrievedRecallKernel(k, empty="zero", relevance_threshold=RETRIEVED),
-        flags={"coded": True, "ranked": True},
-    ),
-    _Row(
-        "RetrievalMAP",
-        """Average precision@k per query, ``(1 / h@k) sum_{j <= k} rel_j P@j`` over the retrieved
-        relevant items (torchmetrics ``RetrievalMAP``: the mean precision at the relevant items in
-        the top ``k``). Items scored ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) unless
-        ``nonpositive_retrieved=True``.""",
-        lambda m, k: RetrievedMAPKernel(k, empty="zero", relevance_threshold=RETRIEVED),
-        flags={"coded": True, "ranked": True},
-    ),
-    _Row(
-        "RetrievalMRR",
-        """Reciprocal rank@k per query, ``1 / j*`` of the first relevant item if ``j* <= k``
-        (torchmetrics ``RetrievalMRR``). Items scored ``<= 0`` are not retrieved (torchmetrics
-        >= 1.7.4) unless ``nonpositive_retrieved=True``.""",
-        lambda m, k: ReciprocalRankKernel(k, empty="zero", relevance_threshold=RETRIEVED),
-        flags={"coded": True, "ranked": True},
-    ),
-    _Row(
-        "RetrievalHitRate",
-        """Hit rate@k per query, 1 when a relevant item is in the top ``k`` (torchmetrics
-        ``RetrievalHitRate``; every item is retrieved, as there).""",
-        lambda m, k: HitRateKernel(k, empty="zero"),
-        flags={"ranked": True},
-    ),
-    _Row(
-        "RetrievalNormalizedDCG",
-        """nDCG@k per query with linear gains ``DCG@k = sum_{j <= k} y_(j) / log2(j + 1)`` over
-        the ideal ``IDCG@k``, tied scores averaged (torchmetrics ``RetrievalNormalizedDCG``,
-        scikit-learn's ``ndcg_score``); graded targets ``>= 0``.""",
-        lambda m, k: NDCGKernel(
-            k, gain="linear_rank", relevance_threshold=None, ties="expected", empty="zero"
-        ),
-        flags={"graded": True, "ranked": True},
-    ),
-    _Row(
-        "RetrievalF1",
-        """F1@k per query, ``2 h@k / (k + R)`` (the harmonic mean of P@k and R@k; ``k`` past the
-        query's size is its size with ``top_k=None`` only); every item is retrieved.""",
-        lambda m, k: F1Kernel(k, empty="zero"),
-    ),
-    _Row(
-        "RetrievalRPrecision",
-        """R-precision per query, the relevant items among the top ``R`` over ``R`` (torchmetrics
-        ``RetrievalRPrecision``).""",
-        lambda m, k: RPrecisionKernel(empty="zero"),
-        top_k=False,
-        nonpositive=False,
-    ),
-    _Row(
-        "RetrievalAUC",
-        """Per-query ROC AUC, ties counting one half (scikit-learn's ``roc_auc_score`` of the
-        query), averaged over the queries with both classes (TorchRec's ``GAUCMetric``). A query
-        missing either class is "empty": skipped by default.""",
-        lambda m, k: AUCKernel(empty="zero"),
-        top_k=False,
-        nonpositive=False,
-        empty="skip",
-        flags={"both_classes": True},
-    ),
-    _Row(
-        "RetrievalGAUC",
-        """Group AUC: the per-query AUC weighted by the query's number of items,
-        ``sum_q n_q AUC_q / sum_q n_q`` over the queries with both classes (the DIN paper's
-        impression-weighted GAUC). A query missing either class is skipped by default.""",
-        lambda m, k: GAUCKernel(empty="zero"),
-        top_k=False,
-        nonpositive=False,
-        empty="skip",
-        flags={"both_classes": True},
-        parent="RetrievalAUC",
-    ),
-    _Row(
-        "RetrievalERR",
-        """Expected reciprocal rank@k (Chapelle et al. 2009) per query on graded targets,
-        ``sum_{j <= k} (1 / j) R_j prod_{i < j} (1 - R_i)``, ``R = (2^y - 1) / 2^max_grade``.""",
-        lambda m, k: ERRKernel(k, max_grade=m.max_grade, empty="zero"),
-        options=(("max_grade", 4.0, "float"),),
-        nonpositive=False,
-        flags={"graded": True},
-    ),
-    _Row(
-        "RetrievalRBP",
-        """Rank-biased precision per query, ``(1 - p) sum_{j <= k} rel_j p^(j - 1)`` (Moffat and
-        Zobel; ``top_k=None``: the whole query), binary relevance (``graded=True``: the target as
-        the gain, in [0, 1]).""",
-        lambda m, k: RBPKernel(k, p=m.p, graded=m.graded, empty="zero"),
-        options=(("p", 0.8, "float"), ("graded", False, "bool")),
-        nonpositive=False,
-    ),
-)
-
-#: the classes by name, in the order of the module's exports
+#: the classes by name, in the table's order: one per row with a torchmetrics presentation
 CLASSES: dict[str, type[RetrievalListMetric]] = {}
-for _row in ROWS:
-    CLASSES[_row.name] = _metric_class(_row, CLASSES[_row.parent] if _row.parent else RetrievalListMetric)
+for _row in LIST_METRICS:
+    if _row.torchmetrics is not None:
+        CLASSES[_row.torchmetrics.name] = _metric_class(_row)
 globals().update(CLASSES)  # where pickle looks a class up: this module, by its name
-CLASSES = {
-    name: CLASSES[name]
-    for name in (
-        "RetrievalNormalizedDCG", "RetrievalMAP", "RetrievalMRR", "RetrievalPrecision", "RetrievalRecall",
-        "RetrievalHitRate", "RetrievalRPrecision", "RetrievalAUC", "RetrievalGAUC", "RetrievalF1",
-        "RetrievalERR", "RetrievalRBP",
-    )
-}  # fmt: skip
-
-#: a row of this adapter, as :func:`register` takes it (the class name, the docstring's opening,
-#: the kernel from the metric and ``k``, its options and flags)
-RetrievalRow = _Row
 
 
-def register(row: _Row) -> type[RetrievalListMetric]:
-    """The torchmetrics class of a list metric defined outside this module (its kernel's row
-    registered with :func:`rankstream.core.lists.table.register` for the other forms): made as
-    the module's own rows (:func:`_metric_class`), bound here under ``row.name`` (where pickle
-    finds it). A ``ValueError`` for a name taken already."""
-    if row.name in CLASSES or row.name in globals():
-        raise ValueError(f"a torchmetrics class named {row.name!r} exists already")
-    cls = _metric_class(row, CLASSES[row.parent] if row.parent else RetrievalListMetric)
-    CLASSES[row.name] = cls
-    globals()[row.name] = cls
+def register(row: ListMetricRow) -> type[RetrievalListMetric]:
+    """The torchmetrics class of a list metric defined outside the table (its row registered
+    with :func:`rankstream.core.lists.table.register` for the other forms, its
+    ``torchmetrics`` presentation set): made as the table's own rows' (:func:`_metric_class`),
+    bound here under the presentation's name (where pickle finds it). A ``TypeError`` for a
+    row that is not a ``ListMetricRow``, a ``ValueError`` for a row without a torchmetrics
+    presentation or a name taken already."""
+    name = _presented(row).name
+    if name in CLASSES or name in globals():
+        raise ValueError(f"a torchmetrics class named {name!r} exists already")
+    cls = _metric_class(row)
+    CLASSES[name] = cls
+    globals()[name] = cls
     return cls

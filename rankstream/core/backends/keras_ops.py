@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.backends import Array, Ops, Workspace, numpy_ops
+from rankstream.core.backends import numpy_ops
+from rankstream.core.backends.protocol import Array, Ops, Workspace
 
 
 def is_tracing(x: Any = None) -> bool:

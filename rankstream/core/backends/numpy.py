@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from rankstream.core import sizes as _sizes
-from rankstream.core.backends import Array, Ops, Workspace
+from rankstream.core.backends.protocol import Array, Ops, Workspace
 
 
 def _row_step(b: int, n: int) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from rankstream.core import sizes as _sizes
-from rankstream.core.backends import Array, Ops, Workspace, host_batches_enabled
+from rankstream.core.backends.protocol import Array, Ops, Workspace, host_batches_enabled
 from rankstream.core.backends.torch_host import TorchHostOps
 from rankstream.core.backends.torch_tiles import (
     _bound,

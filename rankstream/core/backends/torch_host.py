@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from rankstream.core import sizes as _sizes
-from rankstream.core.backends import Array, Ops
 from rankstream.core.backends.numpy import NumpyOps
+from rankstream.core.backends.protocol import Array, Ops
 
 
 class TorchHostOps(NumpyOps):

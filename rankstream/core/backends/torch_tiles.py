@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from rankstream.core import sizes as _sizes
-from rankstream.core.backends import Array, Workspace
+from rankstream.core.backends.protocol import Array, Workspace
 
 
 def _count_dtype(n: int) -> Any:

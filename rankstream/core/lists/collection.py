@@ -35,6 +35,9 @@ from rankstream.core.uncertainty import check_level
 
 __doc__ += names_doc() + ".\n"
 _BATCH_CONVENTIONS = ("ties", "seed", "weighting", "negative_labels")
+#: the conventions ListMetrics applies to every metric it builds from a name (in its
+#: signature's order; :class:`~rankstream.core.lists.paired.PairedComparison` passes them on)
+COLLECTION_CONVENTIONS = ("empty", "ties", "seed", "weighting", "negative_labels", "relevance_threshold")
 
 
 def parse_name(name: str) -> tuple[str, int | None]:

@@ -52,6 +52,7 @@ The statistics are computed on the host (numpy; the ``t`` distribution from scip
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -61,7 +62,7 @@ import numpy as np
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
 from rankstream.core.execution import exported, read_batch, select_outputs
 from rankstream.core.lists.base import ListKernel, ListOutput, quiet
-from rankstream.core.lists.collection import ListMetrics
+from rankstream.core.lists.collection import COLLECTION_CONVENTIONS, ListMetrics
 from rankstream.core.state import check_sums, kernel_config
 from rankstream.core.uncertainty import (
     DEFAULT_LEVEL,
@@ -149,20 +150,15 @@ class PairedComparison:
         defaults: Mapping[str, Mapping[str, Any]] | None = None,
         *,
         confidence: float = DEFAULT_LEVEL,
-        empty: str = "skip",
-        ties: str = "first",
-        seed: int | None = None,
-        weighting: str = "list",
-        negative_labels: str = "keep",
-        relevance_threshold: float | str | None = "each",
+        **conventions: Any,
     ) -> None:
+        unknown = [name for name in conventions if name not in COLLECTION_CONVENTIONS]
+        if unknown:
+            raise TypeError(f"PairedComparison.__init__() got an unexpected keyword argument {unknown[0]!r}")
         self.confidence = check_level(confidence, "confidence")
         self.rankers = _check_rankers(rankers)
         # the collection checks the names and that every metric reads the batch the same way
-        collection = ListMetrics(
-            metrics, defaults, empty=empty, ties=ties, seed=seed, weighting=weighting,
-            negative_labels=negative_labels, relevance_threshold=relevance_threshold,
-        )  # fmt: skip
+        collection = ListMetrics(metrics, defaults, **conventions)
         members = collection.members
         for name, kernel in members.items():
             if len(kernel.top_k) != 1:
@@ -379,6 +375,17 @@ class PairedComparison:
 
     def __repr__(self) -> str:
         return f"PairedComparison({self.metrics}, rankers={self.rankers}, confidence={self.confidence})"
+
+
+# the conventions are ListMetrics', named once there: the explicit signature shows them
+PairedComparison.__init__.__signature__ = inspect.signature(
+    PairedComparison.__init__
+).replace(  # type: ignore[attr-defined]
+    parameters=[
+        *list(inspect.signature(PairedComparison.__init__).parameters.values())[:-1],
+        *(inspect.signature(ListMetrics).parameters[name] for name in COLLECTION_CONVENTIONS),
+    ]
+)
 
 
 def _check_rankers(rankers: Any) -> list[str]:

@@ -1,13 +1,15 @@
 """The one table of list metrics: every list metric is one row here and one kernel file.
 
-A row names the metric as collections and ranx / ir_measures write it (``name`` and
-``aliases``, case-insensitive, each with ``@k`` or without), its kernel, the name of its
-functional form, and how each adapter presents it (:class:`Presentation`: the public class
-name, other names bound to the same class, the peer's defaults where they differ from the
-kernel's, and the docstring's opening, which states the formula and the peer it follows).
-From these rows come the collection's names (:mod:`~rankstream.core.lists.collection`), the
-functional forms (:mod:`rankstream.core.functional`), the exports of :mod:`rankstream`, and
-the list metric classes of :mod:`rankstream.ignite` and :mod:`rankstream.keras`.
+A row (:mod:`~rankstream.core.lists.rows`) names the metric as collections and ranx /
+ir_measures write it (``name`` and ``aliases``, case-insensitive, each with ``@k`` or without),
+its kernel, the name of its functional form, and how each adapter presents it
+(:class:`Presentation`: the public class name, other names bound to the same class, the peer's
+defaults where they differ from the kernel's, and the docstring's opening, which states the
+formula and the peer it follows; torchmetrics' a :class:`RetrievalPresentation`, where
+torchmetrics has the metric). From these rows come the collection's names
+(:mod:`~rankstream.core.lists.collection`), the functional forms
+(:mod:`rankstream.core.functional`), the exports of :mod:`rankstream`, and the list metric
+classes of :mod:`rankstream.ignite`, :mod:`rankstream.keras` and :mod:`rankstream.torchmetrics`.
 
 Adding a list metric: write its kernel (one file of this package, a subclass of
 :class:`~rankstream.core.lists.base.ListKernel`) and add its row. A metric defined outside the
@@ -19,11 +21,6 @@ modules are imported, a row registered later gets its forms from those calls.
 """
 
 from __future__ import annotations
-
-import inspect
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 from rankstream.core.lists.auc import AUCKernel, GAUCKernel
 from rankstream.core.lists.base import WHOLE_LIST, ListKernel
@@ -38,47 +35,13 @@ from rankstream.core.lists.r_precision import RPrecisionKernel
 from rankstream.core.lists.rbp import RBPKernel
 from rankstream.core.lists.recall import RecallKernel
 from rankstream.core.lists.reciprocal_rank import ReciprocalRankKernel
+from rankstream.core.lists.retrieved import RetrievedMAPKernel, RetrievedRecallKernel
+from rankstream.core.lists.rows import ListMetricRow, Presentation, RetrievalPresentation
 
 __all__ = [
-    "BY_NAME", "LIST_METRICS", "WHOLE_LIST", "ListMetricRow", "Presentation", "names_doc", "register",
-    "row_of",
+    "BY_NAME", "LIST_METRICS", "WHOLE_LIST", "ListMetricRow", "Presentation", "RetrievalPresentation",
+    "names_doc", "register", "row_of",
 ]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Presentation:
-    """How one adapter presents a list metric.
-
-    Attributes:
-        name: the public class name (``"NDCG"``).
-        also: other public names bound to the same class (``("MRR",)``).
-        defaults: the adapter's defaults for kernel arguments where its peer's differ from the
-            kernel's (``{"relevance_threshold": 1.0}``; ``top_k`` too).
-        doc: the opening of the class docstring: the formula, the peer it follows, its
-            conventions (the adapter adds the arguments).
-    """
-
-    name: str
-    also: tuple[str, ...] = ()
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class ListMetricRow:
-    """One list metric: its names, kernel, functional form and adapter presentations."""
-
-    name: str
-    aliases: tuple[str, ...]
-    kernel: type[ListKernel]
-    function: str
-    ignite: Presentation
-    keras: Presentation
-
-    @property
-    def takes_k(self) -> bool:
-        """Whether the metric has a cut-off (R-precision has none: its depth is ``R``)."""
-        return "top_k" in inspect.signature(self.kernel).parameters
 
 
 LIST_METRICS: tuple[ListMetricRow, ...] = (
@@ -117,6 +80,18 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 weights, 1 without ``sample_weight``); the mean over the lists, weighted as keras-rs.
                 """,
         ),
+        torchmetrics=RetrievalPresentation(
+            "RetrievalMAP",
+            kernel=RetrievedMAPKernel,
+            retrieved=True,
+            ranked=True,
+            doc="""\
+                Average precision@k per query, ``(1 / h@k) sum_{j <= k} rel_j P@j`` over the retrieved
+                relevant items (torchmetrics ``RetrievalMAP``: the mean precision at the relevant items in
+                the top ``k``). Items scored ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) unless
+                ``nonpositive_retrieved=True``.
+                """,
+        ),
     ),
     ListMetricRow(
         name="ndcg",
@@ -147,6 +122,17 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 ``DCG@k = sum_{j<=k} w_(j) gain_fn(y_(j)) rank_discount_fn(j)`` over the items ranked by
                 ``y_pred``, ``IDCG@k`` the same over the items ordered by ``w_i gain_fn(y_i)`` (``w``
                 per-item weights, 1 without ``sample_weight``); the mean over the lists, weighted as keras-rs.
+                """,
+        ),
+        torchmetrics=RetrievalPresentation(
+            "RetrievalNormalizedDCG",
+            defaults={"gain": "linear_rank", "relevance_threshold": None, "ties": "expected"},
+            graded=True,
+            ranked=True,
+            doc="""\
+                nDCG@k per query with linear gains ``DCG@k = sum_{j <= k} y_(j) / log2(j + 1)`` over
+                the ideal ``IDCG@k``, tied scores averaged (torchmetrics ``RetrievalNormalizedDCG``,
+                scikit-learn's ``ndcg_score``); graded targets ``>= 0``.
                 """,
         ),
     ),
@@ -203,6 +189,17 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 keras-rs.
                 """,
         ),
+        torchmetrics=RetrievalPresentation(
+            "RetrievalPrecision",
+            adaptive_k=True,
+            retrieved=True,
+            ranked=True,
+            doc="""\
+                Precision@k per query, ``hits@k / k`` (torchmetrics ``RetrievalPrecision``): ``k`` is
+                ``top_k`` (None: the query's size), ``min(top_k, n)`` with ``adaptive_k``. Items scored
+                ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) unless ``nonpositive_retrieved=True``.
+                """,
+        ),
     ),
     ListMetricRow(
         name="recall",
@@ -225,6 +222,17 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
 
                 Per list the relevant items (``y >= 1``) among the top ``k`` over all relevant items of the
                 list; the mean over the lists, weighted as keras-rs.
+                """,
+        ),
+        torchmetrics=RetrievalPresentation(
+            "RetrievalRecall",
+            kernel=RetrievedRecallKernel,
+            retrieved=True,
+            ranked=True,
+            doc="""\
+                Recall@k per query, ``hits@k / R`` (torchmetrics ``RetrievalRecall``; ``R`` every
+                relevant item of the query). Items scored ``<= 0`` are not retrieved (torchmetrics >=
+                1.7.4) unless ``nonpositive_retrieved=True``.
                 """,
         ),
     ),
@@ -257,6 +265,14 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 the lists, weighted as keras-rs.
                 """,
         ),
+        torchmetrics=RetrievalPresentation(
+            "RetrievalHitRate",
+            ranked=True,
+            doc="""\
+                Hit rate@k per query, 1 when a relevant item is in the top ``k`` (torchmetrics
+                ``RetrievalHitRate``; every item is retrieved, as there).
+                """,
+        ),
     ),
     ListMetricRow(
         name="mrr",
@@ -286,6 +302,16 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 `InverseHarmonicMeanRank`.
                 """,
         ),
+        torchmetrics=RetrievalPresentation(
+            "RetrievalMRR",
+            retrieved=True,
+            ranked=True,
+            doc="""\
+                Reciprocal rank@k per query, ``1 / j*`` of the first relevant item if ``j* <= k``
+                (torchmetrics ``RetrievalMRR``). Items scored ``<= 0`` are not retrieved (torchmetrics
+                >= 1.7.4) unless ``nonpositive_retrieved=True``.
+                """,
+        ),
     ),
     ListMetricRow(
         name="r_precision",
@@ -309,6 +335,14 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
 
                 Per list the precision at ``R``, the list's number of relevant items (``y >= 1``); each list
                 is ranked whole, so there is no ``k``; the mean over the lists, weighted as keras-rs.
+                """,
+        ),
+        torchmetrics=RetrievalPresentation(
+            "RetrievalRPrecision",
+            nonpositive=False,
+            doc="""\
+                R-precision per query, the relevant items among the top ``R`` over ``R`` (torchmetrics
+                ``RetrievalRPrecision``).
                 """,
         ),
     ),
@@ -335,6 +369,13 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 Per list the harmonic mean of precision (over ``k``) and recall at ``k``,
                 ``2 h / (k + R)`` with ``h`` the relevant items (``y >= 1``) among the top ``k`` and ``R``
                 those of the list, as ranx's ``f1``; the mean over the lists, weighted as keras-rs.
+                """,
+        ),
+        torchmetrics=RetrievalPresentation(
+            "RetrievalF1",
+            doc="""\
+                F1@k per query, ``2 h@k / (k + R)`` (the harmonic mean of P@k and R@k; ``k`` past the
+                query's size is its size with ``top_k=None`` only); every item is retrieved.
                 """,
         ),
     ),
@@ -366,6 +407,16 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 Per list ``ERR@k = sum_{j<=k} (R_j / j) prod_{i<j} (1 - R_i)`` with
                 ``R_j = (2^{g_j} - 1) / 2^{g_max}`` (``g_j`` the label clipped to ``[0, max_grade]``, 4 by
                 default as ir_measures' gdeval); the mean over the lists, weighted as keras-rs.
+                """,
+        ),
+        torchmetrics=RetrievalPresentation(
+            "RetrievalERR",
+            options=(("max_grade", 4.0, "float"),),
+            nonpositive=False,
+            graded=True,
+            doc="""\
+                Expected reciprocal rank@k (Chapelle et al. 2009) per query on graded targets,
+                ``sum_{j <= k} (1 / j) R_j prod_{i < j} (1 - R_i)``, ``R = (2^y - 1) / 2^max_grade``.
                 """,
         ),
     ),
@@ -401,6 +452,16 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 the residual ``p^min(k, n)`` averaged alike.
                 """,
         ),
+        torchmetrics=RetrievalPresentation(
+            "RetrievalRBP",
+            options=(("p", 0.8, "float"), ("graded", False, "bool")),
+            nonpositive=False,
+            doc="""\
+                Rank-biased precision per query, ``(1 - p) sum_{j <= k} rel_j p^(j - 1)`` (Moffat and
+                Zobel; ``top_k=None``: the whole query), binary relevance (``graded=True``: the target as
+                the gain, in [0, 1]).
+                """,
+        ),
     ),
     ListMetricRow(
         name="auc",
@@ -428,6 +489,17 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 Per list the probability that a relevant item scores above a non-relevant one, ties counting
                 one half; the mean over the lists, weighted as keras-rs (``weight_by_size=True``: each list
                 also weighs its number of items, `GAUC`). Each list is sorted whole: there is no ``k``.
+                """,
+        ),
+        torchmetrics=RetrievalPresentation(
+            "RetrievalAUC",
+            nonpositive=False,
+            both_classes=True,
+            empty="skip",
+            doc="""\
+                Per-query ROC AUC, ties counting one half (scikit-learn's ``roc_auc_score`` of the
+                query), averaged over the queries with both classes (TorchRec's ``GAUCMetric``). A query
+                missing either class is "empty": skipped by default.
                 """,
         ),
     ),
@@ -458,6 +530,18 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 ``sum_i w_i n_i AUC_i / sum_i w_i n_i`` over the lists holding both classes, ``AUC_i`` the
                 list's ROC AUC (ties counting one half), ``n_i`` its number of items, ``w_i`` its keras-rs
                 weight; ``weight_by_size=False`` is `ListAUC`. There is no ``k``.
+                """,
+        ),
+        torchmetrics=RetrievalPresentation(
+            "RetrievalGAUC",
+            nonpositive=False,
+            both_classes=True,
+            empty="skip",
+            parent="RetrievalAUC",
+            doc="""\
+                Group AUC: the per-query AUC weighted by the query's number of items,
+                ``sum_q n_q AUC_q / sum_q n_q`` over the queries with both classes (the DIN paper's
+                impression-weighted GAUC). A query missing either class is skipped by default.
                 """,
         ),
     ),

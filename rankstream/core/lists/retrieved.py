@@ -1,5 +1,7 @@
-"""The list kernels of the torchmetrics adapter where torchmetrics' convention has no core
-option: items scored ``<= 0`` are not retrieved (torchmetrics >= 1.7.4) in recall and MAP.
+"""The list kernels of torchmetrics' convention where it has no core option: items scored
+``<= 0`` are not retrieved (torchmetrics >= 1.7.4) in recall and MAP (the table's torchmetrics
+presentation of those rows, :class:`~rankstream.core.lists.table.RetrievalPresentation`, names
+them; the torchmetrics adapter runs them).
 
 The adapter hands these kernels (and the core's precision and reciprocal rank, with
 ``relevance_threshold=2``) labels coded per item as ``0`` (not relevant), ``1`` (relevant, not
