@@ -313,6 +313,10 @@ def evaluate(df: DataFrame, metric: Any, **columns: Any) -> Any:
     :class:`SparkWorkerError` when Spark's Python workers lack numpy, pyarrow or rankstream (or
     run another rankstream version, or do not start; checked once per session, before the first
     job), and :class:`~rankstream.NotComputableError` when no list counts."""
+    try:  # a wrong argument is reported as evaluate()'s, not evaluate_state()'s
+        inspect.signature(evaluate).bind(df, metric, **columns)
+    except TypeError as exc:
+        raise TypeError(f"evaluate(): {exc}") from None
     return evaluate_state(df, metric, **columns).compute()
 
 
