@@ -32,8 +32,12 @@ own ``RankBasedEvaluator`` (``tests/test_pykeen_catalog.py``; docs/pykeen_catalo
 
 Differences: PyKEEN counts the candidates with ``isfinite`` on the scores, so a model giving
 ``-inf`` to some entity has fewer candidates there; here every entity not filtered out is a
-candidate (a ``-inf`` score ranks last), and a NaN score is an error. Memory: one slice of
-scores per batch (``batch_size`` x ``slice_size``), never ``(batch, num_entities)``.
+candidate (a ``-inf`` score ranks last), and a NaN score is a ``ValueError``.
+
+Memory: one slice of scores per batch (``batch_size`` x ``slice_size``), never ``(batch,
+num_entities)``; besides the slices, one call per batch and side scores the batch's distinct
+answers (at most ``min(batch_size, num_entities)`` entities), which fixes each answer's score band
+before the slices are counted (:mod:`rankstream.catalog`).
 """
 
 from __future__ import annotations
