@@ -171,7 +171,7 @@ class RankBasedResults:
         hits = _HITS.match(metric)
         if hits:
             metric, k = f"hits_at_{hits.group('k')}", None
-        if (side, rank_type, metric) not in self.data:
+        if k is not None or (side, rank_type, metric) not in self.data:
             metric = self._resolve(metric, k, name)
         if (side, rank_type, metric) not in self.data:
             raise KeyError(f"no {side}.{rank_type}.{metric} in the report (name {name!r})")
@@ -186,7 +186,9 @@ class RankBasedResults:
         if isinstance(obj, HitsAtK):
             return f"hits_at_{obj.k}"
         if isinstance(obj, DerivedRankBasedMetric) and isinstance(obj.base, HitsAtK):
-            return f"{obj.key[: -len('_k')]}_{k}" if k else obj.key
+            # a k in the name (``ah@5``, ``adjusted_hits_at_k.5``) picks it; else PyKEEN's k-less key
+            explicit = k is not None or re.search(r"\d$", metric) is not None
+            return f"{obj.key[: -len('_k')]}_{obj.k}" if explicit else obj.key
         return obj.key
 
     def get_metric(self, name: str) -> float:
@@ -306,9 +308,10 @@ def evaluate_model(
     confidence: float | None = None,
     mode: Any = None,
 ) -> RankBasedResults:
-    """PyKEEN's ``RankBasedEvaluator(filtered=filtered, ks=ks).evaluate(model, mapped_triples,
+    """PyKEEN's ``RankBasedEvaluator(filtered=filtered).evaluate(model, mapped_triples,
     additional_filter_triples=..., targets=...)``, each batch of ``batch_size`` triples scored
     against slices of ``slice_size`` entities (see the module docstring for the conventions).
+    ``ks``: the cut-offs of the Hits@k family (PyKEEN's evaluator: 1, 3, 5, 10 by default).
 
     ``additional_filter_triples``: an ``(n, 3)`` array or tensor or a list of them (the training
     and validation triples), known besides ``mapped_triples`` in the filtered setting."""

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from pykeen.datasets import UMLS, Kinships, Nations
 from pykeen.evaluation import RankBasedEvaluator
 from pykeen.evaluation.evaluator import create_sparse_positive_filter_, filter_scores_
+from pykeen.metrics.ranking import HITS_METRICS, rank_based_metric_resolver
 from pykeen.models import DistMult, TransE
 from pykeen.training import SLCWATrainingLoop
 
@@ -256,6 +257,33 @@ def test_get_metric_and_to_dict_read_as_pykeens(trained):
         ours.get_metric("no_such_metric")
     with pytest.raises(ValueError, match="name"):
         ours.get_metric("head.realistic.hits@10.extra.parts")
+
+
+def test_other_ks_and_the_kless_adjusted_keys():
+    """PyKEEN's ``adjusted_hits_at_k`` / ``z_hits_at_k`` hold the last k of ``ks`` as given (here
+    3, after 10); a name with its k reads that k."""
+    data = train("nations")
+    # PyKEEN's default metrics with the Hits@k family at k = 10, 3 (its evaluator's own defaults
+    # built the same way, with ks = 1, 3, 5, 10)
+    hits = [rank_based_metric_resolver.normalize_cls(cls) for cls in HITS_METRICS]
+    names = [key for key in rank_based_metric_resolver.lookup_dict if key not in hits]
+    names += [key for key in hits for _ in (10, 3)]
+    kwargs = [None] * (len(names) - 2 * len(hits)) + [{"k": k} for _ in hits for k in (10, 3)]
+    evaluator = Float64Ranks(filtered=True, metrics=names, metrics_kwargs=kwargs, add_defaults=False)
+    theirs = evaluator.evaluate(
+        data["tied"], data["test"], additional_filter_triples=data["extra"], batch_size=64, use_tqdm=False
+    )
+    ours = evaluate_model(data["tied"], data["test"], additional_filter_triples=data["extra"], ks=(10, 3))
+    compare(ours.to_flat_dict(), theirs.to_flat_dict())
+    for side in ("head", "tail", "both"):
+        for name in ("adjusted_hits_at_k", "z_hits_at_k"):
+            value = theirs.to_flat_dict()[f"{side}.optimistic.{name}"]  # its get_metric: realistic only
+            assert ours.get_metric(f"{side}.optimistic.{name}") == pytest.approx(value, rel=REL_TOL)
+            assert ours.get_metric(f"{side}.optimistic.{name}.3") == pytest.approx(value, rel=REL_TOL)
+        assert ours.get_metric(f"{side}.best.ah@3") == ours.get_metric(
+            f"{side}.optimistic.adjusted_hits_at_k"
+        )
+        assert ours.get_metric(f"{side}.best.zahk.10") != ours.get_metric(f"{side}.optimistic.z_hits_at_k")
 
 
 def test_streamed_batches_merge(trained):
