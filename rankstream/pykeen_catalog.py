@@ -48,7 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.catalog import rank_types, relevant_ranks
+from rankstream.catalog import MEMORY_BUDGET, rank_types, relevant_ranks
+from rankstream.core.backends.catalog.budget import chunk_size as budget_chunk
 from rankstream.core.ranks.families import RANK_TYPES
 from rankstream.core.ranks.kernel import KERNEL_METRICS, RankKernel
 from rankstream.core.ranks.sides import BOTH
@@ -57,11 +58,21 @@ from rankstream.filtering import FilterIndex
 from rankstream.filtering import _as_triples as as_triples
 from rankstream.pykeen import DerivedRankBasedMetric, HitsAtK, resolve
 
-__all__ = ["TARGETS", "CatalogRankEvaluator", "RankBasedResults", "evaluate_model", "model_scorer"]
+__all__ = [
+    "TARGETS",
+    "CatalogRankEvaluator",
+    "RankBasedResults",
+    "default_slice_size",
+    "evaluate_model",
+    "model_scorer",
+]
 
 #: the prediction targets (PyKEEN's ``LABEL_HEAD``, ``LABEL_TAIL``) and the column each predicts
 TARGETS = ("head", "tail")
 _COLUMN = {"head": 0, "tail": 2}
+#: bytes per entity and query of a slice's scoring by default: PyKEEN's interactions broadcast a
+#: ``(batch, slice, dim)`` block (``h * r * t``, ``h + r - t``), float32 or complex
+INTERACTION_BYTES = 8
 #: PyKEEN's rank-type synonyms (``pykeen.typing.RANK_TYPE_SYNONYMS``)
 _TYPE_SYNONYMS = {"best": "optimistic", "worst": "pessimistic", "avg": "realistic", "average": "realistic"}
 #: PyKEEN's key pattern ``side?.type?.name.k?`` (``pykeen.evaluation.rank_based_evaluator``)
@@ -89,6 +100,23 @@ def model_scorer(model: Any, target: str, mode: Any = None) -> Callable[[Any, An
             return model.predict(triples, target=target, ids=ids.to(device), mode=mode)
 
     return score
+
+
+def default_slice_size(model: Any, batch_size: int, memory: int | None = None) -> int:
+    """Entities per slice when none is given: the catalog's chunk for ``batch_size`` queries
+    (:func:`~rankstream.core.backends.catalog.budget.chunk_size`: ``memory`` bytes, default
+    :data:`~rankstream.catalog.MEMORY_BUDGET`), and at most ``memory / (batch_size x width x``
+    :data:`INTERACTION_BYTES` ``)``, ``width`` the size of one entity's representations (``dim``
+    for embeddings; 1 where the model has none to read): PyKEEN's interactions hold a ``(batch,
+    slice, dim)`` block where the scores are ``(batch, slice)``. A heuristic: give ``slice_size``
+    where the model's scoring needs more."""
+    entities, _ = _model_sizes(model)
+    width = 0
+    for rep in getattr(model, "entity_representations", ()) or ():
+        width += int(np.prod(getattr(rep, "shape", (1,)) or (1,)))
+    budget = MEMORY_BUDGET if memory is None else memory
+    catalog = budget_chunk(batch_size, entities, memory, None)
+    return max(1, min(catalog, budget // (max(batch_size, 1) * max(width, 1) * INTERACTION_BYTES)))
 
 
 def _check_target(target: Any) -> str:
@@ -213,7 +241,8 @@ class CatalogRankEvaluator:
         targets: the sides reported (``("head", "tail")``), with ``both`` their pool.
         metrics: what the kernel keeps (:data:`~rankstream.core.ranks.kernel.KERNEL_METRICS`).
         confidence: a level for standard errors and intervals, or None.
-        slice_size: entities per slice (default: from the memory budget), or ``memory`` bytes.
+        slice_size: entities per slice; by default :func:`default_slice_size` of ``memory``
+            bytes (:data:`~rankstream.catalog.MEMORY_BUDGET` when None).
     """
 
     def __init__(
@@ -259,9 +288,10 @@ class CatalogRankEvaluator:
 
         queries = torch.as_tensor(host, dtype=torch.int64, device=getattr(model, "device", None))
         score = model_scorer(model, target, mode)
+        size = self.slice_size or default_slice_size(model, host.shape[0], self.memory)
         ranks = relevant_ranks(
             queries, host[:, _COLUMN[target], None], score=score, num_items=entities, exclude=exclude,
-            chunk_size=self.slice_size, memory=self.memory,
+            chunk_size=size,
         )  # fmt: skip
         r = rank_types(ranks)
         sums = self.kernel.rank_sums(r["optimistic"], r["pessimistic"], r["num_candidates"], side=target)

@@ -286,6 +286,28 @@ def test_other_ks_and_the_kless_adjusted_keys():
         assert ours.get_metric(f"{side}.best.zahk.10") != ours.get_metric(f"{side}.optimistic.z_hits_at_k")
 
 
+def test_default_slices_hold_the_interaction_block_within_memory():
+    """Without ``slice_size`` the slices follow ``memory``: the model's broadcast ``(batch, slice,
+    dim)`` float32 block fits in it (here 256 KiB: slices of at most 64 UMLS entities)."""
+    data, memory = train("umls"), 1 << 18
+    calls, predict = [], data["model"].predict
+
+    def spy(triples, target, **kwargs):
+        calls.append((triples.shape[0], kwargs["ids"].tolist()))
+        return predict(triples, target=target, **kwargs)
+
+    data["model"].predict = spy
+    try:
+        ours = evaluate_model(
+            data["model"], data["test"], additional_filter_triples=data["extra"], batch_size=64, memory=memory
+        )
+    finally:
+        del data["model"].predict
+    compare(ours.to_flat_dict(), pykeen_filtered(data))
+    slices = [(b, ids) for b, ids in calls if ids == list(range(ids[0], ids[-1] + 1))]
+    assert len(slices) > 2 * 3 and all(b * len(ids) * 16 * 4 <= memory for b, ids in slices)
+
+
 def test_streamed_batches_merge(trained):
     """The class, updated per batch and target on two evaluators, merged: PyKEEN's report."""
     model, test, extra = trained["model"], trained["test"], trained["extra"]
@@ -371,7 +393,8 @@ def graphs(draw):
     test = known[rng.random(known.shape[0]) < 0.5]
     if test.shape[0] == 0:
         test = known[:1]
-    return table, known, test, draw(st.integers(1, n + 2)), draw(st.integers(1, 5)), draw(st.booleans())
+    slice_size = draw(st.none() | st.integers(1, n + 2))
+    return table, known, test, slice_size, draw(st.integers(1, 5)), draw(st.booleans())
 
 
 @settings(max_examples=25, deadline=None)
