@@ -53,6 +53,7 @@ from rankstream.core.backends.catalog.budget import chunk_size as budget_chunk
 from rankstream.core.ranks.families import RANK_TYPES
 from rankstream.core.ranks.kernel import KERNEL_METRICS, RankKernel
 from rankstream.core.ranks.sides import BOTH
+from rankstream.core.sizes import SIZES
 from rankstream.core.state import State
 from rankstream.filtering import FilterIndex
 from rankstream.filtering import _as_triples as as_triples
@@ -70,9 +71,6 @@ __all__ = [
 #: the prediction targets (PyKEEN's ``LABEL_HEAD``, ``LABEL_TAIL``) and the column each predicts
 TARGETS = ("head", "tail")
 _COLUMN = {"head": 0, "tail": 2}
-#: bytes per entity and query of a slice's scoring by default: PyKEEN's interactions broadcast a
-#: ``(batch, slice, dim)`` block (``h * r * t``, ``h + r - t``), float32 or complex
-INTERACTION_BYTES = 8
 #: PyKEEN's rank-type synonyms (``pykeen.typing.RANK_TYPE_SYNONYMS``)
 _TYPE_SYNONYMS = {"best": "optimistic", "worst": "pessimistic", "avg": "realistic", "average": "realistic"}
 #: PyKEEN's key pattern ``side?.type?.name.k?`` (``pykeen.evaluation.rank_based_evaluator``)
@@ -105,18 +103,18 @@ def model_scorer(model: Any, target: str, mode: Any = None) -> Callable[[Any, An
 def default_slice_size(model: Any, batch_size: int, memory: int | None = None) -> int:
     """Entities per slice when none is given: the catalog's chunk for ``batch_size`` queries
     (:func:`~rankstream.core.backends.catalog.budget.chunk_size`: ``memory`` bytes, default
-    :data:`~rankstream.catalog.MEMORY_BUDGET`), and at most ``memory / (batch_size x width x``
-    :data:`INTERACTION_BYTES` ``)``, ``width`` the size of one entity's representations (``dim``
-    for embeddings; 1 where the model has none to read): PyKEEN's interactions hold a ``(batch,
-    slice, dim)`` block where the scores are ``(batch, slice)``. A heuristic: give ``slice_size``
-    where the model's scoring needs more."""
+    :data:`~rankstream.catalog.MEMORY_BUDGET`), and at most ``memory / (batch_size x width x
+    interaction_bytes)`` (:data:`~rankstream.core.sizes.SIZES`: 8), ``width`` the size of one
+    entity's representations (``dim`` for embeddings; 1 where the model has none to read):
+    PyKEEN's interactions hold a ``(batch, slice, dim)`` block where the scores are ``(batch,
+    slice)``. A heuristic: give ``slice_size`` where the model's scoring needs more."""
     entities, _ = _model_sizes(model)
     width = 0
     for rep in getattr(model, "entity_representations", ()) or ():
         width += int(np.prod(getattr(rep, "shape", (1,)) or (1,)))
     budget = MEMORY_BUDGET if memory is None else memory
     catalog = budget_chunk(batch_size, entities, memory, None)
-    return max(1, min(catalog, budget // (max(batch_size, 1) * max(width, 1) * INTERACTION_BYTES)))
+    return max(1, min(catalog, budget // (max(batch_size, 1) * max(width, 1) * SIZES.interaction_bytes)))
 
 
 def _check_target(target: Any) -> str:
