@@ -49,11 +49,11 @@ from typing import Any
 import numpy as np
 
 from rankstream.catalog import MEMORY_BUDGET, rank_types, relevant_ranks
+from rankstream.core import sizes
 from rankstream.core.backends.catalog.budget import chunk_size as budget_chunk
 from rankstream.core.ranks.families import RANK_TYPES
 from rankstream.core.ranks.kernel import KERNEL_METRICS, RankKernel
 from rankstream.core.ranks.sides import BOTH
-from rankstream.core.sizes import SIZES
 from rankstream.core.state import State
 from rankstream.filtering import FilterIndex
 from rankstream.filtering import _as_triples as as_triples
@@ -114,7 +114,8 @@ def default_slice_size(model: Any, batch_size: int, memory: int | None = None) -
         width += int(np.prod(getattr(rep, "shape", (1,)) or (1,)))
     budget = MEMORY_BUDGET if memory is None else memory
     catalog = budget_chunk(batch_size, entities, memory, None)
-    return max(1, min(catalog, budget // (max(batch_size, 1) * max(width, 1) * SIZES.interaction_bytes)))
+    per_entity = max(batch_size, 1) * max(width, 1) * sizes.SIZES.interaction_bytes
+    return max(1, min(catalog, budget // per_entity))
 
 
 def _check_target(target: Any) -> str:
