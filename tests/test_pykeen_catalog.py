@@ -27,6 +27,8 @@ from pykeen.metrics.ranking import HITS_METRICS, rank_based_metric_resolver
 from pykeen.models import DistMult, TransE
 from pykeen.training import SLCWATrainingLoop
 
+from rankstream.core.ranks.families import RANK_TYPES
+from rankstream.core.ranks.kernel import RankKernel
 from rankstream.filtering import FilterIndex
 from rankstream.pykeen_catalog import CatalogRankEvaluator, evaluate_model
 
@@ -421,3 +423,30 @@ def test_tiny_tie_heavy_graphs_match_pykeen(case):
             if ours[f"{side}.{rank_type}.geometric_mean_rank_error_bound"] > 1e-9:
                 del theirs[key]
     compare(ours, theirs)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(0, 6), st.integers(1, 8), st.booleans())
+def test_rank_sums_equal_the_dense_kernels_sums(seed, rows, width, weighted):
+    """``RankKernel.rank_sums`` (ranks counted naively here, task by task) gives the state the
+    dense kernel builds from the score matrix (itself checked against PyKEEN), field by field."""
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 3, (rows, width)).astype(np.float64)
+    target = rng.integers(0, width, rows)
+    mask = rng.random((rows, width)) < 0.7
+    mask[np.arange(rows), target] = True
+    weights = rng.random(rows) * 2 if weighted else None
+    kernel = RankKernel((1, 2, 5), RANK_TYPES, sides=("head", "tail"), confidence=0.9)
+    dense = kernel.batch_sums(None, {"tail": (scores, target, {"mask": mask, "sample_weight": weights})})
+    opt, pes, n = [], [], []
+    for i in range(rows):
+        s, t = scores[i][mask[i]], scores[i, target[i]]
+        opt.append(1 + sum(v > t for v in s))
+        pes.append(sum(v >= t for v in s))
+        n.append(len(s))
+    ours = kernel.rank_sums(opt, pes, n, weights, side="tail")
+    assert set(ours) == set(dense)
+    for field, value in dense.items():
+        np.testing.assert_allclose(ours[field], np.asarray(value, dtype=np.float64), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="side must be one of"):
+        kernel.rank_sums(opt, pes, n, side="both")
