@@ -55,7 +55,7 @@ from rankstream.core.ranks.families import RANK_TYPES
 from rankstream.core.ranks.kernel import KERNEL_METRICS, RankKernel
 from rankstream.core.ranks.sides import BOTH
 from rankstream.core.state import State
-from rankstream.filtering import FilterIndex
+from rankstream.filtering import FilterIndex, macro_weights
 from rankstream.filtering import _as_triples as as_triples
 from rankstream.pykeen import DerivedRankBasedMetric, HitsAtK, resolve
 
@@ -149,6 +149,18 @@ def _check_ids(triples: np.ndarray, name: str, entities: int, relations: int) ->
                 f"{name} holds {what} id {int(triples[i, col])} (row {i}: {triples[i].tolist()}), out of "
                 f"range for the model's {unit}={limit}"
             )
+
+
+def _check_weights(sample_weight: Any, rows: int) -> np.ndarray | None:
+    if sample_weight is None:
+        return None
+    w = sample_weight.detach().cpu().numpy() if hasattr(sample_weight, "detach") else sample_weight
+    w = np.asarray(w, dtype=np.float64).reshape(-1)
+    if w.shape[0] != rows or not np.all(np.isfinite(w) & (w >= 0)):
+        raise ValueError(
+            f"sample_weight must hold {rows} finite weights >= 0 (one per triple), got {w[:8].tolist()}"
+        )
+    return w
 
 
 def _host_triples(x: Any, name: str, entities: int, relations: int) -> np.ndarray:
@@ -271,16 +283,20 @@ class CatalogRankEvaluator:
         self.state = State(self.kernel)
 
     def update(
-        self, model: Any, triples: Any, target: str, *, exclude: Any = None, mode: Any = None
-    ) -> CatalogRankEvaluator:
+        self, model: Any, triples: Any, target: str, *, exclude: Any = None, sample_weight: Any = None,
+        mode: Any = None,
+    ) -> CatalogRankEvaluator:  # fmt: skip
         """Rank each triple's ``target`` entity among all entities (but ``exclude``: per triple,
         as :mod:`rankstream.catalog` takes it, e.g. ``(FilterIndex, triples, target)``), scored
-        slice by slice. On error nothing is added; an empty batch is a no-op."""
+        slice by slice; ``sample_weight``: one finite weight >= 0 per triple (PyKEEN's macro
+        weights: :func:`rankstream.filtering.macro_weights`). On error nothing is added; an empty
+        batch is a no-op."""
         target = _check_target(target)
         if target not in self.targets:
             raise ValueError(f"target {target!r} is not among this evaluator's targets {self.targets}")
         entities, relations = _model_sizes(model)
         host = _host_triples(triples, "triples", entities, relations)
+        weights = _check_weights(sample_weight, host.shape[0])
         if host.shape[0] == 0:
             return self
         import torch
@@ -293,7 +309,8 @@ class CatalogRankEvaluator:
             chunk_size=size,
         )  # fmt: skip
         r = rank_types(ranks)
-        sums = self.kernel.rank_sums(r["optimistic"], r["pessimistic"], r["num_candidates"], side=target)
+        w = None if weights is None else weights[r["query"]]
+        sums = self.kernel.rank_sums(r["optimistic"], r["pessimistic"], r["num_candidates"], w, side=target)
         for name, value in sums.items():
             self.state.sums[name] += value
         return self
@@ -335,6 +352,7 @@ def evaluate_model(
     batch_size: int = 256,
     metrics: Sequence[str] = KERNEL_METRICS,
     confidence: float | None = None,
+    macro: bool = False,
     mode: Any = None,
 ) -> RankBasedResults:
     """PyKEEN's ``RankBasedEvaluator(filtered=filtered).evaluate(model, mapped_triples,
@@ -343,9 +361,12 @@ def evaluate_model(
     ``ks``: the cut-offs of the Hits@k family (PyKEEN's evaluator: 1, 3, 5, 10 by default).
 
     ``additional_filter_triples``: an ``(n, 3)`` array or tensor or a list of them (the training
-    and validation triples), known besides ``mapped_triples`` in the filtered setting."""
-    if not isinstance(filtered, bool):
-        raise TypeError(f"filtered must be a bool, got {filtered!r}")
+    and validation triples), known besides ``mapped_triples`` in the filtered setting. ``macro``:
+    PyKEEN's ``MacroRankBasedEvaluator`` instead, each triple weighted by 1 / the number of
+    ``mapped_triples`` sharing its query (:func:`rankstream.filtering.macro_weights`)."""
+    for name, flag in (("filtered", filtered), ("macro", macro)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, got {flag!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     entities, relations = _model_sizes(model)
@@ -364,9 +385,11 @@ def evaluate_model(
             for i, p in enumerate(parts)
         ]
         index = FilterIndex(known, num_entities=entities, num_relations=relations)
+    weights = {t: macro_weights(test, t) if macro else None for t in evaluator.targets}
     for start in range(0, test.shape[0], batch_size):
         batch = test[start : start + batch_size]
         for target in evaluator.targets:
             exclude = None if index is None else (index, batch, target)
-            evaluator.update(model, batch, target, exclude=exclude, mode=mode)
+            w = None if weights[target] is None else weights[target][start : start + batch_size]
+            evaluator.update(model, batch, target, exclude=exclude, sample_weight=w, mode=mode)
     return evaluator.compute()

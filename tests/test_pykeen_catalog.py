@@ -17,11 +17,12 @@ import math
 
 import numpy as np
 import pytest
+import scipy.stats
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pykeen.datasets import UMLS, Kinships, Nations
-from pykeen.evaluation import RankBasedEvaluator
+from pykeen.evaluation import MacroRankBasedEvaluator, RankBasedEvaluator
 from pykeen.evaluation.evaluator import create_sparse_positive_filter_, filter_scores_
 from pykeen.metrics.ranking import HITS_METRICS, rank_based_metric_resolver
 from pykeen.models import DistMult, TransE
@@ -310,6 +311,41 @@ def test_default_slices_hold_the_interaction_block_within_memory():
     assert len(slices) > 2 * 3 and all(b * len(ids) * 16 * 4 <= memory for b, ids in slices)
 
 
+class Float64MacroRanks(MacroRankBasedEvaluator):
+    def finalize(self):
+        for key, arrays in self.ranks.items():
+            self.ranks[key] = [np.asarray(a, dtype=np.float64) for a in arrays]
+        return super().finalize()
+
+
+def test_macro_weights_match_pykeens_macro_evaluator():
+    """``macro=True``: PyKEEN's ``MacroRankBasedEvaluator`` on the keys of its metrics that take
+    weights (its rank variance, standard deviation and count ignore them). PyKEEN's weighted
+    median absolute deviation leaves out the normal-consistency factor 1 / Phi^-1(3/4) of its
+    unweighted one, which rankstream applies to both: the reference is scaled by it."""
+    data = with_ties("umls")
+    evaluator = Float64MacroRanks(filtered=True)
+    result = evaluator.evaluate(
+        data["model"], data["test"], additional_filter_triples=data["extra"], batch_size=64, use_tqdm=False
+    )
+    weighted = {m.key for m in evaluator.metrics if m.supports_weights}
+    assert {"hits_at_10", "inverse_harmonic_mean_rank", "adjusted_hits_at_k", "median_rank"} <= weighted
+    scale = 1.0 / scipy.stats.norm.ppf(0.75)
+    theirs = {
+        k: v * scale if k.endswith(".median_absolute_deviation") else v
+        for k, v in result.to_flat_dict().items()
+        if k.split(".", 2)[2] in weighted
+    }
+    ours = evaluate_model(
+        data["model"], data["test"], additional_filter_triples=data["extra"], slice_size=SLICE, macro=True
+    )
+    compare(ours.to_flat_dict(), theirs)
+    plain = evaluate_model(
+        data["model"], data["test"], additional_filter_triples=data["extra"], slice_size=SLICE
+    )
+    assert plain.get_metric("mrr") != pytest.approx(ours.get_metric("mrr"), rel=1e-6)  # the weights matter
+
+
 def test_streamed_batches_merge(trained):
     """The class, updated per batch and target on two evaluators, merged: PyKEEN's report."""
     model, test, extra = trained["model"], trained["test"], trained["extra"]
@@ -362,6 +398,10 @@ def test_bad_input_names_the_argument():
     bad[7, 0] = 50
     with pytest.raises(ValueError, match=r"triples holds head id 50"):
         evaluator.update(model, bad, "head")
+    with pytest.raises(ValueError, match="sample_weight must hold 20 finite weights"):
+        evaluator.update(model, test[:20], "head", sample_weight=-np.ones(20))
+    with pytest.raises(TypeError, match="macro must be a bool"):
+        evaluate_model(model, test, macro="yes")
     with pytest.raises(ValueError, match="exclude"):  # the true entity excluded: not ranked
         evaluator.update(model, test[:2], "tail", exclude=[test[:1, 2].numpy(), np.zeros(0, np.int64)])
     assert evaluator.compute().to_flat_dict() == before
