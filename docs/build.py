@@ -88,6 +88,11 @@ MAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
                 "embeddings or any scoring callable), with per-query exclusions and shards whose "
                 "counts add; no (queries x items) matrix.",
             ),
+            (
+                "rankstream.pykeen_catalog",
+                "PyKEEN's rank-based report of a PyKEEN model (filtered, both sides, three rank "
+                "types), each batch scored against slices of entities: no (batch x entities) matrix.",
+            ),
         ),
     ),
     (

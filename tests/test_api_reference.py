@@ -32,6 +32,7 @@ PUBLIC = (
     "rankstream.spark",
     "rankstream.torchmetrics",
     "rankstream.catalog",
+    "rankstream.pykeen_catalog",
 )
 #: the landing page's map, in order: adapters, core, rank-based, filtering, distributed
 MAP_ORDER = [
@@ -42,6 +43,7 @@ MAP_ORDER = [
     "rankstream.core.functional",
     "rankstream.core.state",
     "rankstream.catalog",
+    "rankstream.pykeen_catalog",
     "rankstream.pykeen",
     "rankstream.filtering",
     "rankstream.distributed",

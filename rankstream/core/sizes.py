@@ -194,6 +194,12 @@ class Sizes:
     #: slot in the merge (a float64 array of this many numbers per reduction and bucket refined)
     shard_slot_buckets: int = 256
 
+    # -- PyKEEN models over slices of entities (pykeen_catalog.py) ----------------------------
+    #: bytes per query and entity of a slice's scoring by default, per unit of an entity's
+    #: representation size: PyKEEN's interactions broadcast a ``(batch, slice, dim)`` block
+    #: (``h * r * t``, ``h + r - t``; float32, or complex: 8)
+    interaction_bytes: int = 8
+
 
 #: today's sizes (each measured where it was introduced)
 SIZES = Sizes()

@@ -85,6 +85,8 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from rankstream.core.backends import Array, Context, Ops, Runtime, get_ops
 from rankstream.core.inputs import check_positive_ints, rank_batch
 from rankstream.core.ranks import median as median_histogram
@@ -391,6 +393,41 @@ class RankKernel(RankReport):
         """``{side: (y_pred, y, mask, sample_weight)}`` of a mapping of sides (validated names;
         each value as :func:`~rankstream.core.inputs.unpack_output` reads it)."""
         return side_batches(self.sides, output)
+
+    def rank_sums(
+        self,
+        optimistic: Any,
+        pessimistic: Any,
+        num_candidates: Any,
+        weights: Any = None,
+        side: str | None = None,
+    ) -> dict[str, Array]:
+        """The state fields' sums of tasks given by their ranks, not by scores (a catalog counted
+        chunk by chunk, :func:`rankstream.catalog.rank_types`): flat arrays of each task's
+        ``optimistic = 1 + #{c: s_c > s}`` and ``pessimistic = #{c: s_c >= s}`` ranks (the
+        realistic rank is their mean) and its number of candidates ``N``, optional weights
+        (default 1), for one ``side`` (None: the only side; the other sides add zeros). NumPy
+        float64 arrays, by field name; the caller has checked ``1 <= optimistic <= pessimistic
+        <= N``."""
+        side = side if side is not None else self._side_names()[0]
+        if side not in self._side_names():
+            raise ValueError(f"side must be one of {self._side_names()}, got {side!r}")
+        opt, pes, nc = (
+            np.asarray(a, dtype=np.float64).reshape(-1, 1) for a in (optimistic, pessimistic, num_candidates)
+        )
+        w = np.ones_like(nc) if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1, 1)
+        ops = get_ops(nc)
+        ctx = self.context(nc, ops)
+        if nc.shape[0] == 0:
+            shapes = {
+                **self._shared,
+                **{(rt, f): s for rt in self.rank_types for f, s in self._typed.items()},
+            }
+            sums = zero_sums(ops, shapes, nc)
+        else:
+            tasks = RankTasks(ops, opt, pes, nc, w, np.ones(nc.shape, dtype=bool))
+            sums = self._task_sums(ctx, tasks, n=int(nc.max()))
+        return self._laid_out(ctx, {side: sums})
 
     def _side_sums(self, ctx: Context, y_pred: Any, y: Any, mask: Any, weight: Any) -> dict[Any, Array]:
         """Sums of one side's batch: shared fields by name, per-type fields by (type, name)."""
