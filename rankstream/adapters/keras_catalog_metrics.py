@@ -60,7 +60,8 @@ class CatalogMetrics(KernelMetric):
     a ``(batch, M, chunk)`` comparison; static shapes, compiles under ``jit``).
 
     ``update_state(y_true, y_pred, sample_weight=None)``: ``y_pred`` the queries' embeddings
-    ``(batch, d)``; ``y_true`` each query's relevant item ids ``(batch, M)`` (integers, ``-1``
+    ``(batch, d)`` (or a two-tower model's stacked ``(batch, 2, d)``, the queries first, as
+    :class:`rankstream.keras.FactorizedTopK` reads it); ``y_true`` each query's relevant item ids ``(batch, M)`` (integers, ``-1``
     pads), or with grades ``(batch, M, 2)`` (``[..., 0]`` the ids, ``[..., 1]`` the grades, > 0;
     a float array in ``compile``) or ``{"ids": ..., "grades": ...}``; ``sample_weight`` None, a
     scalar, ``(batch,)`` or ``(batch, 1)`` (per query; keras-rs's list weights). Eagerly, ids out
@@ -132,10 +133,13 @@ class CatalogMetrics(KernelMetric):
 
     def _batch_sums(self, y_true: Any, y_pred: Any, sample_weight: Any) -> dict[str, Any] | None:
         queries = K.stop_gradient(K.cast(K.convert_to_tensor(y_pred), self.dtype))
+        if len(queries.shape) == 3 and queries.shape[1] == 2:  # FactorizedTopK's stacked layout
+            queries = queries[:, 0, :]
         shape = tuple(queries.shape)
         if len(shape) != 2:
             raise ValueError(
-                f"{self.name}: y_pred must be the queries' embeddings (batch, d), got shape {shape}"
+                f"{self.name}: y_pred must be the queries' embeddings (batch, d) or stacked (batch, 2, d) "
+                f"with the queries first, got shape {tuple(y_pred.shape)}"
             )
         candidates = current_candidates(self._source, queries, self.dtype, self.name)
         n = int(candidates.shape[0])
@@ -217,7 +221,7 @@ class CatalogMetrics(KernelMetric):
                 where = np.argwhere(K.convert_to_numpy(flag))[:5].tolist()
                 got = K.convert_to_numpy(as_float if flag is bad else grades)
                 raise ValueError(
-                    f"y_true must hold {what}; at (row, slot) {where}: {[got[i, j] for i, j in where]}"
+                    f"y_true must hold {what}; at (row, slot) {where}: {[float(got[i, j]) for i, j in where]}"
                 )
         if bool(K.convert_to_numpy(K.any(repeat))):
             rows = np.nonzero(K.convert_to_numpy(repeat))[0][:5]
