@@ -61,8 +61,8 @@ class CatalogMetrics(KernelMetric):
 
     ``update_state(y_true, y_pred, sample_weight=None)``: ``y_pred`` the queries' embeddings
     ``(batch, d)`` (or a two-tower model's stacked ``(batch, 2, d)``, the queries first, as
-    :class:`rankstream.keras.FactorizedTopK` reads it); ``y_true`` each query's relevant item ids ``(batch, M)`` (integers, ``-1``
-    pads), or with grades ``(batch, M, 2)`` (``[..., 0]`` the ids, ``[..., 1]`` the grades, > 0;
+    :class:`rankstream.keras.FactorizedTopK` reads it); ``y_true`` each query's relevant item
+    ids ``(batch, M)`` (integers, ``-1`` pads), or with grades ``(batch, M, 2)`` (``[..., 0]`` the ids, ``[..., 1]`` the grades, > 0;
     a float array in ``compile``) or ``{"ids": ..., "grades": ...}``; ``sample_weight`` None, a
     scalar, ``(batch,)`` or ``(batch, 1)`` (per query; keras-rs's list weights). Eagerly, ids out
     of ``[-1, N)``, a repeated id in a row, grades not > 0 and NaN scores raise naming the

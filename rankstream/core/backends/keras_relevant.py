@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from rankstream.core.backends.keras_ops import is_tracing
 from rankstream.core.lists.definition import WHOLE_LIST
 from rankstream.core.lists.outputs import ListOutput
 
@@ -229,8 +230,13 @@ def reciprocal_rank(ranks: SlotRanks, rel: Any, ks: list[float]) -> Any:
             nxt = p * K.maximum(t - i - r, 0.0) / K.maximum(t - 1.0 - i, 1.0)
             return i + 1.0, K.where(live, nxt, p), acc
 
-        start = (K.zeros_like(a), K.where(many, r / K.maximum(t, 1.0), 0.0), K.zeros_like(a))
-        _, _, acc = K.while_loop(cond, body, start)
+        state = (K.zeros_like(a), K.where(many, r / K.maximum(t, 1.0), 0.0), K.zeros_like(a))
+        if is_tracing(a):
+            _, _, acc = K.while_loop(cond, body, state)
+        else:  # eagerly a plain loop (JAX would compile a new while_loop at every call)
+            for _ in range(int(K.convert_to_numpy(K.max(places)))):
+                state = body(*state)
+            acc = state[2]
         out.append(K.where(inside, K.where(many, acc, one), 0.0))
     return _stack(out)
 

@@ -17,6 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from keras import ops as K
 
+from rankstream.adapters.keras_metrics import COLLECTION_DEFAULTS, keras_rs_conventions
+from rankstream.core.lists.collection import ListMetrics as ListMetricsKernel
 from rankstream.keras import CatalogMetrics, ListMetrics
 
 BACKEND = keras.backend.backend()
@@ -50,11 +52,17 @@ def values(result):
 
 
 def dense(names, ties, batches, empty="zero"):
-    """The dense metric over ``[(scores, labels, weights), ...]``."""
-    metric = ListMetrics(names, shuffle_ties=False, ties=ties, empty=empty)
+    """The dense metric over ``[(scores, labels, weights), ...]``: the kernel of
+    ``rankstream.keras.ListMetrics`` (keras-rs's conventions, each metric's Keras defaults) run
+    on the host (numpy) on the materialised matrix, batch by batch, as the Keras metric runs it
+    (tested equal to it across the suite; numpy here keeps JAX from compiling every shape)."""
+    kernel = ListMetricsKernel(names, COLLECTION_DEFAULTS, empty=empty, **keras_rs_conventions(False, ties))
+    total = None
     for scores, labels, w in batches:
-        metric.update_state(labels, scores, sample_weight=w)
-    return values(metric.result())
+        sums = kernel.batch_sums(None, scores.astype("float64"), labels.astype("float64"), None, w)
+        sums = {f: np.asarray(v, np.float64) for f, v in sums.items()}
+        total = sums if total is None else {f: total[f] + sums[f] for f in sums}
+    return {key: float(v) for key, v in kernel.select(kernel.compute(total, np)).items()}
 
 
 def assert_close(got, want, tol=2e-5):
@@ -75,7 +83,7 @@ def assert_close(got, want, tol=2e-5):
     ties=st.sampled_from(["first", "expected"]),
     graded=st.booleans(),
     weighted=st.booleans(),
-    split=st.sampled_from([0, 2]),
+    split=st.just(3),  # one batch shape: on JAX every new shape compiles each eager op
 )
 def test_equals_dense_metrics(seed, k, chunk, ties, graded, weighted, split):
     """Every supported metric at a k from 1 to past the catalog and over the whole catalog,
@@ -245,11 +253,13 @@ def test_two_tower_fit_evaluate():
     ids[:, 0] = np.where(ids[:, 0] < 0, x[:, 1], ids[:, 0])
     ids = np.where((ids == x[:, 1:]) & (np.arange(M) > 0), -1, ids)  # distinct per row
     model(x[:2])
-    if BACKEND == "jax":
-        live = CatalogMetrics(NAMES, candidates=model.items, chunk_size=4, name="live")
-        model.compile(keras.optimizers.SGD(0.3), loss=in_batch_softmax, metrics=[live], jit_compile=JIT)
+    if BACKEND == "jax":  # a model of its own: the failed trace leaves the model unusable
+        other = TwoTower()
+        other(x[:2])
+        live = CatalogMetrics(NAMES, candidates=other.items, chunk_size=4, name="live")
+        other.compile(keras.optimizers.SGD(0.3), loss=in_batch_softmax, metrics=[live], jit_compile=JIT)
         with pytest.raises(ValueError, match="JAX trainer updates compile"):
-            model.fit(x, ids, batch_size=16, epochs=1, verbose=0)
+            other.fit(x, ids, batch_size=16, epochs=1, verbose=0)
     metrics = None if tracked else [CatalogMetrics(NAMES, candidates=model.items, chunk_size=4)]
     model.compile(keras.optimizers.SGD(0.3), loss=in_batch_softmax, weighted_metrics=metrics, jit_compile=JIT)
     history = model.fit(x, ids, batch_size=16, epochs=1, validation_data=(x[:16], ids[:16]), verbose=0)
@@ -262,6 +272,9 @@ def test_two_tower_fit_evaluate():
     users = K.convert_to_numpy(model.users.embeddings)[x[:, 0]]
     items = K.convert_to_numpy(model.items.embeddings)
     want = dense(NAMES, "expected", [(users @ items.T, dense_labels(ids), w)])
+    keras_dense = ListMetrics(NAMES, shuffle_ties=False, ties="expected")  # the Keras class itself
+    keras_dense.update_state(dense_labels(ids), users @ items.T, sample_weight=w)
+    assert_close(values(keras_dense.result()), want)
     if tracked:
         model.catalog.reset_state()
         model.evaluate(x, ids, sample_weight=w, batch_size=16, verbose=0)
