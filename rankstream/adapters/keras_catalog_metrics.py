@@ -62,9 +62,9 @@ class CatalogMetrics(KernelMetric):
     ``update_state(y_true, y_pred, sample_weight=None)``: ``y_pred`` the queries' embeddings
     ``(batch, d)`` (or a two-tower model's stacked ``(batch, 2, d)``, the queries first, as
     :class:`rankstream.keras.FactorizedTopK` reads it); ``y_true`` each query's relevant item
-    ids ``(batch, M)`` (integers, ``-1`` pads), or with grades ``(batch, M, 2)`` (``[..., 0]`` the ids, ``[..., 1]`` the grades, > 0;
-    a float array in ``compile``) or ``{"ids": ..., "grades": ...}``; ``sample_weight`` None, a
-    scalar, ``(batch,)`` or ``(batch, 1)`` (per query; keras-rs's list weights). Eagerly, ids out
+    ids ``(batch, M)`` (integers, ``-1`` pads), or with grades ``(batch, M, 2)`` (``[..., 0]``
+    the ids, ``[..., 1]`` the grades, > 0; a float array in ``compile``) or ``{"ids": ...,
+    "grades": ...}``; ``sample_weight`` None, a scalar, ``(batch,)`` or ``(batch, 1)`` (per query; keras-rs's list weights). Eagerly, ids out
     of ``[-1, N)``, a repeated id in a row, grades not > 0 and NaN scores raise naming the
     argument, the state untouched; in a compiled step such a query is left out and counted in
     ``invalid`` (``result()`` NaN).
@@ -155,20 +155,28 @@ class CatalogMetrics(KernelMetric):
         if shape[0] == 0:
             return None
         ids = K.cast(ids, "int32")  # whole numbers in [-1, N) (checked above; else flagged)
-        present = K.greater_equal(ids, 0)
-        above, tied, before, nan = slot_counts(queries, candidates, ids, self.chunk_size)
+        sums, nan = self._counted(queries, candidates, ids, grades, weight, flags)
         if not traced and bool(K.convert_to_numpy(K.any(nan))):
             rows = np.nonzero(K.convert_to_numpy(nan))[0].tolist()
             raise ValueError(f"{self.name}: y_pred scores NaN against the candidates in rows {rows[:10]}")
-        ranks = SlotRanks(above, tied, before, grades, present, n, self.ties, self._work)
-        invalid = None if flags is None else K.logical_or(flags, nan)
+        return sums
+
+    def _counted(
+        self, queries: Any, candidates: Any, ids: Any, grades: Any, weight: Any, flags: Any
+    ) -> tuple[dict[str, Any], Any]:
+        """Every metric's sums of one checked batch and the rows with a NaN score (left out of
+        the sums and counted as invalid, with ``flags``' rows)."""
+        above, tied, before, nan = slot_counts(queries, candidates, ids, self.chunk_size)
+        ranks = SlotRanks(above, tied, before, grades, K.greater_equal(ids, 0), int(candidates.shape[0]),
+                          self.ties, self._work)  # fmt: skip
+        invalid = nan if flags is None else K.logical_or(flags, nan)
         weight = K.cast(weight, self._work)
         ops = keras_ops(queries)
         out: dict[str, Any] = {}
         for member, kernel in self._kernel.members.items():
             sums = member_sums(kernel, ops, values_of(kernel, ranks), weight, invalid)
             out.update({f"{member_key(member)}__{f}": v for f, v in sums.items()})
-        return out
+        return out, nan
 
     def _relevant(self, y_true: Any, b: Any) -> tuple[Any, Any]:
         """``(ids, grades)`` ``(batch, M)``: int32 ids (-1 pads) and the grades (1 without)."""
