@@ -64,10 +64,10 @@ class CatalogMetrics(KernelMetric):
     :class:`rankstream.keras.FactorizedTopK` reads it); ``y_true`` each query's relevant item
     ids ``(batch, M)`` (integers, ``-1`` pads), or with grades ``(batch, M, 2)`` (``[..., 0]``
     the ids, ``[..., 1]`` the grades, > 0; a float array in ``compile``) or ``{"ids": ...,
-    "grades": ...}``; ``sample_weight`` None, a scalar, ``(batch,)`` or ``(batch, 1)`` (per query; keras-rs's list weights). Eagerly, ids out
-    of ``[-1, N)``, a repeated id in a row, grades not > 0 and NaN scores raise naming the
-    argument, the state untouched; in a compiled step such a query is left out and counted in
-    ``invalid`` (``result()`` NaN).
+    "grades": ...}``; ``sample_weight`` None, a scalar, ``(batch,)`` or ``(batch, 1)`` (per
+    query; keras-rs's list weights). Eagerly, ids out of ``[-1, N)``, a repeated id in a row,
+    grades not > 0 and NaN scores raise naming the argument, the state untouched; in a compiled
+    step such a query is left out and counted in ``invalid`` (``result()`` NaN).
 
     Args:
         metrics: names as :class:`rankstream.keras.ListMetrics` takes them (``"ndcg@10"``,
