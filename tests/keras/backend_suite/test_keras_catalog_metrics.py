@@ -290,3 +290,18 @@ def test_two_tower_fit_evaluate():
         got = model.evaluate(x, ids, sample_weight=w, batch_size=16, verbose=0, return_dict=True)
         got = {key: got[key] for key in NAMES}
     assert_close(got, want)
+    # an id out of the catalog: compiled, the query is left out and counted (result NaN, as the
+    # dense metrics); eagerly (torch here) it raises naming y_true
+    bad = ids.copy()
+    bad[0, 0] = N
+    if not JIT:
+        with pytest.raises(ValueError, match="y_true must hold ids"):
+            model.evaluate(x, bad, batch_size=16, verbose=0)
+        return
+    if tracked:
+        model.catalog.reset_state()
+        model.evaluate(x, bad, sample_weight=w, batch_size=16, verbose=0)
+        got = values(model.catalog.result())
+    else:
+        got = model.evaluate(x, bad, sample_weight=w, batch_size=16, verbose=0, return_dict=True)
+    assert all(np.isnan(got[key]) for key in NAMES), got
