@@ -23,19 +23,25 @@ test_keras_catalog_metrics.py checks the dense Keras metrics on the materialised
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from rankstream.core.backends.keras_ops import is_tracing
+from rankstream.core.lists.auc import AUCOutput
 from rankstream.core.lists.definition import WHOLE_LIST
 from rankstream.core.lists.outputs import ListOutput
+from rankstream.core.lists.rbp import RBPOutput
 
 #: below this many terms a sum of ``1 / j`` is taken term by term (else from the asymptotic
 #: expansion of the harmonic numbers, exact to float64 past this many)
 DIRECT_TERMS = 64
 #: the metrics :func:`values_of` computes (kernel ``name``)
-SUPPORTED = ("ndcg", "dcg", "precision", "recall", "hit_rate", "reciprocal_rank", "map", "r_precision", "f1")
+SUPPORTED = (
+    "ndcg", "dcg", "precision", "recall", "hit_rate", "reciprocal_rank", "map", "r_precision", "f1",
+    "err", "rbp", "auc", "gauc",
+)  # fmt: skip
 _EULER = 0.5772156649015329
 
 
@@ -337,9 +343,74 @@ def gain_values(kernel: Any, ranks: SlotRanks) -> ListOutput:
     return ListOutput(ratio(value, idcg), relevant, top + 0.0, None)
 
 
+def err_values(kernel: Any, ranks: SlotRanks) -> ListOutput:
+    """``ERR@k = sum_{rank_s <= k} (R_s / rank_s) prod_{rank_s' < rank_s} (1 - R_s')``, ``R =
+    (2^g - 1) / 2^g_max`` of the grade clipped to ``[0, g_max]`` (``"first"`` only: the kernel
+    has no tie-expected form); the product as ``2^(sum log2(1 - R))`` over the earlier slots."""
+    K = _k()
+    rel = ranks.relevant(kernel.conventions.relevance_threshold)
+    t = kernel.conventions.relevance_threshold
+    g = ranks.labels if t is None else K.where(K.greater_equal(ranks.labels, t), ranks.labels, 0.0)
+    g = K.where(ranks.present, K.clip(g, 0.0, kernel.max_grade), 0.0)
+    stop = (K.power(2.0, g) - 1.0) / 2.0**kernel.max_grade
+    stay = K.log2(1.0 - stop)
+    earlier = K.less(ranks.rank[:, None, :], ranks.rank[:, :, None])
+    reached = K.power(2.0, K.sum(K.where(earlier, stay[:, None, :], 0.0), axis=2))
+    terms = stop * reached / K.where(ranks.present, ranks.rank, 1.0)
+    values = _stack(
+        [ranks.count(K.where(K.less_equal(ranks.rank, k), terms, 0.0)) for k in _ks(kernel, ranks.n)]
+    )
+    n_rel = ranks.count(rel)
+    return ListOutput(values, K.greater(n_rel, 0.0), n_rel, None)
+
+
+def rbp_values(kernel: Any, ranks: SlotRanks) -> ListOutput:
+    """``RBP@k = sum_s r_s w(rank_s)`` within ``k``, ``w(j) = (1 - p) p^(j - 1)`` (``r_s`` the
+    relevance, times the grade with ``graded``); under ``"expected"`` the mean of ``w`` over the
+    group's places cut at ``k``, ``(p^min(a, k) - p^min(a + t, k)) / t``; the residual
+    ``p^min(k, n)``."""
+    K = _k()
+    rel = ranks.relevant(kernel.conventions.relevance_threshold)
+    n_rel = ranks.count(rel)
+    gains = rel * ranks.labels if kernel.graded else rel
+    log_p, ks = math.log(kernel.p), _ks(kernel, ranks.n)
+    out = []
+    for k in ks:
+        if ranks.ties == "first":
+            w = (1.0 - kernel.p) * K.exp((K.where(ranks.present, ranks.rank, 1.0) - 1.0) * log_p)
+            mean = K.where(K.less_equal(ranks.rank, k), w, 0.0)
+        else:
+            lo, hi = K.minimum(ranks.above, k), K.minimum(ranks.above + ranks.size, k)
+            mean = (K.exp(lo * log_p) - K.exp(hi * log_p)) / ranks.size
+        out.append(ranks.count(gains * mean))
+    values = _stack(out)
+    if not kernel.residual:
+        return ListOutput(values, K.greater(n_rel, 0.0), n_rel, None)
+    residual = K.zeros_like(values) + np.exp(np.minimum(np.asarray(ks), float(ranks.n)) * log_p)
+    return RBPOutput(values, K.greater(n_rel, 0.0), n_rel, None, residual=residual)
+
+
+def auc_values(kernel: Any, ranks: SlotRanks) -> ListOutput:
+    """The per-list AUC (midranks: any tie policy): each relevant slot wins against the
+    ``n - a - t - (R - R_- - r)`` negatives below it and half of the ``t - r`` in its group, over
+    ``R (n - R)`` pairs; GAUC weighs each list by its ``n``."""
+    K = _k()
+    rel = ranks.relevant(kernel.conventions.relevance_threshold)
+    n_pos = ranks.count(rel)
+    n = float(ranks.n)
+    same, before = ranks.group_sums(rel)
+    below = n - ranks.above - ranks.size - (n_pos[:, None] - before - same)
+    wins = ranks.count(rel * (below + 0.5 * (ranks.size - same)))
+    pairs = n_pos * (n - n_pos)
+    size = K.zeros_like(n_pos) + n if kernel.weight_by_size else None
+    has = K.logical_and(K.greater(n_pos, 0.0), K.greater(n - n_pos, 0.0))
+    return AUCOutput(ratio(wins, pairs)[:, None], has, n_pos, None, size=size)
+
+
 def values_of(kernel: Any, ranks: SlotRanks) -> ListOutput:
     """The kernel's per-list output over the slots' ranks (``kernel.name`` in
     :data:`SUPPORTED`)."""
     if kernel.name in ("ndcg", "dcg"):
         return gain_values(kernel, ranks)
-    return binary_values(kernel, ranks)
+    special = {"err": err_values, "rbp": rbp_values, "auc": auc_values, "gauc": auc_values}
+    return special.get(kernel.name, binary_values)(kernel, ranks)

@@ -26,7 +26,7 @@ BACKEND = keras.backend.backend()
 # JAX each new shape compiles each eager op anew
 N, D, B, M = 9, 3, 6, 3
 H = B // 2
-BASES = ["ndcg", "dcg", "recall", "precision", "map", "mrr", "hit_rate", "f1"]
+BASES = ["ndcg", "dcg", "recall", "precision", "map", "mrr", "hit_rate", "f1", "rbp"]
 
 
 def quantised(rng, *shape):
@@ -97,7 +97,8 @@ def test_equals_dense_metrics(seed, k, chunk, ties, graded, weighted, split):
     ids = relevant_ids(rng, B)
     grades = (rng.integers(1, 5, ids.shape) / 2).astype("float32") if graded else None
     w = rng.integers(0, 3, B).astype("float32") if weighted else None
-    names = [f"{b}@{k}" for b in BASES] + ["r_precision", "ndcg", "map"]
+    names = [f"{b}@{k}" for b in BASES] + ["r_precision", "ndcg", "map", "auc", "gauc"]
+    names += [f"err@{k}"] if ties == "first" else []  # ERR has no tie-expected form
     metric = CatalogMetrics(names, candidates=items, chunk_size=chunk, ties=ties)
     y = ids if grades is None else np.stack([ids.astype("float32"), grades], axis=-1)
     parts = (slice(0, split), slice(split, B))
@@ -127,10 +128,12 @@ def test_every_k_both_ties_and_empty_policies():
     names = [f"{b}@{k}" for b in BASES for k in range(1, N + 2)]
     labels = dense_labels(ids, grades)
     for ties, empty in (("first", "zero"), ("expected", "skip")):
-        metric = CatalogMetrics(names, candidates=items, chunk_size=7, ties=ties, empty=empty)
+        # ERR has no tie-expected form
+        these = names + ([f"err@{k}" for k in range(1, N + 2)] if ties == "first" else [])
+        metric = CatalogMetrics(these, candidates=items, chunk_size=7, ties=ties, empty=empty)
         for part in (slice(0, H), slice(H, B)):
             metric.update_state({"ids": ids[part], "grades": grades[part]}, queries[part])
-        want = dense(names, ties, [(scores[p], labels[p], None) for p in (slice(0, H), slice(H, B))], empty)
+        want = dense(these, ties, [(scores[p], labels[p], None) for p in (slice(0, H), slice(H, B))], empty)
         assert_close(values(metric.result()), want)
         assert len({round(v, 6) for v in want.values()}) > 20  # not a degenerate batch
 
@@ -167,8 +170,8 @@ def test_empty_batch_config_and_unsupported():
         CatalogMetrics.from_config(config)
     with pytest.raises(ValueError, match="ties must be one of"):
         CatalogMetrics(["ndcg@3"], candidates=items, ties="random")
-    with pytest.raises(ValueError, match="not counted over a catalog"):
-        CatalogMetrics(["rbp@3"], candidates=items, ties="first")
+    with pytest.raises(ValueError, match="ERR has no exact tie-expected form"):
+        CatalogMetrics(["err@3"], candidates=items, ties="expected")
     with pytest.raises(ValueError, match="chunk_size"):
         CatalogMetrics(["ndcg@3"], candidates=items, chunk_size=0)
 
