@@ -6,7 +6,8 @@ before it by index) are counted chunk by chunk
 read from those ranks (:mod:`rankstream.core.backends.keras_relevant`, the ``keras.ops`` form of
 the kernels' ``from_ranks``), then reduced by each kernel's own ``weighed`` and ``reduce``: the
 state, ``result()`` and logs are those of :class:`rankstream.keras.ListMetrics` on the
-materialised matrix (keras-rs's conventions) under the same tie policy. See docs/catalog.md.
+materialised matrix (keras-rs's conventions) under the same tie policy. See
+docs/factorized_top_k.md (section "Any list metric over a catalog in Keras").
 """
 
 from __future__ import annotations
@@ -72,8 +73,9 @@ class CatalogMetrics(KernelMetric):
     Args:
         metrics: names as :class:`rankstream.keras.ListMetrics` takes them (``"ndcg@10"``,
             ``"dcg@10"``, ``"recall@20"``, ``"precision@5"``, ``"map@10"``, ``"mrr@10"``,
-            ``"hit_rate@10"``, ``"r_precision"``, ``"f1@10"``; without ``@k``: the whole
-            catalog), each with its Keras class's defaults.
+            ``"hit_rate@10"``, ``"r_precision"``, ``"f1@10"``, ``"err@10"`` (ties ``"first"``),
+            ``"rbp@10"``, ``"auc"``, ``"gauc"``; without ``@k``: the whole catalog), each with
+            its Keras class's defaults.
         candidates: the catalog's embeddings ``(N, d)``: an array (fixed), a Keras variable or
             ``Embedding`` (read at every update), or a callable returning them. On JAX a live
             table must be read in ``compute_loss`` (docs/factorized_top_k.md).
