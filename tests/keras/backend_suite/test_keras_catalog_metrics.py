@@ -111,6 +111,17 @@ def test_equals_dense_metrics(seed, k, chunk, ties, graded, weighted, split):
     assert_close(values(metric.result()), want)
 
 
+def naive_first(scores, relevant, k):
+    """Recall@k, RR@k and HR@k one query at a time, ranked by score with the lower index first
+    (a stable sort), averaged over every query (keras-rs's ``empty="zero"``, unit weights)."""
+    out = np.zeros(3)
+    for row, rel in zip(scores, relevant, strict=True):
+        ranked = rel[np.argsort(-row, kind="stable")][:k]
+        hits, first = ranked.sum(), np.flatnonzero(ranked)
+        out += [hits / max(rel.sum(), 1), 1.0 / (first[0] + 1) if first.size else 0.0, float(hits > 0)]
+    return dict(zip([f"recall@{k}", f"mrr@{k}", f"hit_rate@{k}"], out / len(scores), strict=True))
+
+
 def test_every_k_both_ties_and_empty_policies():
     """Every k from 1 to N + 1 for every metric at once, on one tie-heavy batch (checked to hold
     relevant items tied with each other and with items across the k-th place), both tie
@@ -134,8 +145,13 @@ def test_every_k_both_ties_and_empty_policies():
         for part in (slice(0, H), slice(H, B)):
             metric.update_state({"ids": ids[part], "grades": grades[part]}, queries[part])
         want = dense(these, ties, [(scores[p], labels[p], None) for p in (slice(0, H), slice(H, B))], empty)
-        assert_close(values(metric.result()), want)
+        got = values(metric.result())
+        assert_close(got, want)
         assert len({round(v, 6) for v in want.values()}) > 20  # not a degenerate batch
+        if ties == "first":  # and a reference outside rankstream
+            for k in range(1, N + 2):
+                naive = naive_first(scores, labels >= 1.0, k)
+                assert_close({key: got[key] for key in naive}, naive)
 
 
 def test_scores_held_one_chunk_at_a_time(monkeypatch):
