@@ -5,8 +5,9 @@ Drop-ins for the six ranking metrics of ``keras_rs.metrics`` (``NDCG``, ``DCG``,
 ``RecallAtK``) with ``HitRateAtK`` and ``RPrecision`` in the same conventions, and the
 rank-based metrics (Hits@k, PyKEEN's per-positive MRR ``InverseHarmonicMeanRank``, GMR, mean
 rank, each with its expectation, variance, adjusted and z forms; ``RankBasedMetrics`` for all
-of them in one pass) and TensorFlow Recommenders' ``FactorizedTopK`` (counted over the
-candidates chunk by chunk), on the torch, JAX and TensorFlow backends, built on the same core as
+of them in one pass), TensorFlow Recommenders' ``FactorizedTopK`` and ``CatalogMetrics`` (the
+list metrics of queries against a whole catalog; both counted over the candidates chunk by
+chunk), on the torch, JAX and TensorFlow backends, built on the same core as
 ``rankstream.ignite``.
 
 Needs Keras 3 and one backend: ``pip install "rankstream[keras]" jax`` (or ``tensorflow``, or
@@ -38,6 +39,7 @@ except ImportError as _err:
 _require("rankstream.keras", "Keras", _keras.__version__, "3.6", "keras")
 
 from rankstream.adapters.keras_beyond import BeyondMetrics  # noqa: E402
+from rankstream.adapters.keras_catalog_metrics import CatalogMetrics  # noqa: E402
 from rankstream.adapters.keras_factorized import FactorizedTopK  # noqa: E402
 from rankstream.adapters.keras_lifecycle import KernelMetric  # noqa: E402
 from rankstream.adapters.keras_metrics import (  # noqa: E402
@@ -66,6 +68,7 @@ __all__ = [
     "RANK_TYPES",
     "ArithmeticMeanRank",
     "BeyondMetrics",
+    "CatalogMetrics",
     "FactorizedTopK",
     "GeometricMeanRank",
     "HitsAtK",

@@ -30,6 +30,7 @@ import keras
 import numpy as np
 from keras import ops as K
 
+from rankstream.adapters.keras_candidates import candidate_source, current_candidates
 from rankstream.adapters.keras_inputs import symbolic
 from rankstream.adapters.keras_lifecycle import unconverted
 from rankstream.adapters.keras_state import add_to, resolve_state_dtype, state_variables, total_tensors
@@ -39,7 +40,6 @@ from rankstream.core.backends.keras_catalog import (
     check_chunk_size,
     count_above,
 )
-from rankstream.core.backends.keras_ops import is_tracing
 
 TFRS_KS = (1, 5, 10, 50, 100)
 
@@ -68,36 +68,6 @@ def _check_candidate_ids(candidate_ids: Any) -> np.ndarray:
     if ids.size and (ids.min() < np.iinfo(np.int32).min or ids.max() > np.iinfo(np.int32).max):
         raise ValueError(f"candidate_ids must fit in int32, got values from {ids.min()} to {ids.max()}")
     return ids.astype(np.int32)
-
-
-def _jax_reads_stale(variable: Any) -> bool:
-    """Whether reading ``variable`` here gives a value the step does not hold: Keras' JAX
-    trainer passes the model's weights into its step as arguments and updates the ``compile``
-    metrics in a scope that maps only the metrics' variables, so a weight read there is the
-    value it had before ``fit`` (a constant of the compiled step)."""
-    if keras.backend.backend() != "jax":
-        return False
-    try:
-        from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
-    except ImportError:  # pragma: no cover - a Keras that moved it: the check is skipped
-        return False
-
-    return in_stateless_scope() and get_stateless_scope().get_current_value(variable) is None
-
-
-_JAX_FIX = (
-    "Keras' JAX trainer updates compile(metrics=...) outside the scope holding the model's current "
-    "weights, so the candidates read there would be those from before fit. On JAX, update the "
-    "metric where the weights are live, in the model's compute_loss (TFRS's own pattern, on every "
-    "backend; see docs/factorized_top_k.md), or pass the candidates as a fixed (N, d) array"
-)
-
-
-class _Source:
-    """Holds the candidates (a variable, a callable or a tensor) out of Keras' tracking."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
 
 
 class FactorizedTopK(keras.metrics.Metric):
@@ -158,7 +128,7 @@ class FactorizedTopK(keras.metrics.Metric):
         self._state_dtype = resolve_state_dtype(state_dtype)
         # held by a plain object: Keras tracks a variable held as an attribute (or in a list or
         # tuple) as one of the metric's own (the item table would become metric state)
-        self._source = _Source(self._candidate_source(candidates))
+        self._source = candidate_source(candidates, self.dtype)
         fields = {"hits": (len(self._ks),), "weight_sum": ()}
         self._fields = fields
         self._totals, self._compensations = state_variables(
@@ -191,48 +161,9 @@ class FactorizedTopK(keras.metrics.Metric):
             f"build it again with FactorizedTopK(candidates, **config) (config={config!r})"
         )
 
-    def _candidate_source(self, candidates: Any) -> Any:
-        """What ``candidates`` becomes: a variable, a callable, or a fixed (N, d) tensor."""
-        if isinstance(candidates, keras.layers.Embedding):
-            if not candidates.built:
-                raise ValueError(
-                    f"candidates: the Embedding layer {candidates.name!r} is not built yet (no table); "
-                    "build the model first, or pass a callable returning its embeddings"
-                )
-            candidates = candidates.embeddings
-        dynamic = callable(candidates) and not hasattr(candidates, "shape")
-        if isinstance(candidates, keras.Variable) or dynamic:
-            return candidates
-        fixed = K.convert_to_tensor(candidates, dtype=self.dtype)
-        self._check_candidates(fixed)
-        return fixed
-
-    def _check_candidates(self, value: Any) -> None:
-        shape = tuple(value.shape)
-        if len(shape) != 2 or shape[0] is None or shape[1] is None:
-            raise ValueError(
-                f"candidates must be the catalog's embeddings of static shape (N, d), got shape {shape}"
-            )
-
     def _current_candidates(self, queries: Any) -> Any:
         """The (N, d) candidate embeddings for this update."""
-        src = self._source.value
-        value = src() if callable(src) and not isinstance(src, keras.Variable) else src
-        if isinstance(value, keras.Variable):
-            if _jax_reads_stale(value):
-                raise ValueError(
-                    f"{self.name}: the candidates are read from the variable {value.path!r}. {_JAX_FIX}"
-                )
-            value = value.value
-        elif value is not src and keras.backend.backend() == "jax":
-            if is_tracing(queries) and not is_tracing(value):
-                raise ValueError(
-                    f"{self.name}: the candidates callable returned a constant inside a compiled "
-                    f"step. {_JAX_FIX}"
-                )
-        value = K.stop_gradient(K.cast(K.convert_to_tensor(value), self.dtype))
-        self._check_candidates(value)
-        return value
+        return current_candidates(self._source, queries, self.dtype, self.name)
 
     # -- update ----------------------------------------------------------------------------
     def update_state(

@@ -136,3 +136,51 @@ def best_match(
         K.zeros_like(true_ids, dtype="int32"),
     )
     return over_chunks(int(candidates.shape[0]), chunk_size, step, init, is_tracing(queries))
+
+
+def slot_scores(queries: Any, candidates: Any, ids: Any, chunk_size: int) -> tuple[Any, Any]:
+    """``(scores, bad)``: per query ``i`` and slot ``s`` (``ids`` ``(B, M)`` int32, -1 padding)
+    the score ``queries[i] . candidates[ids[i, s]]`` as the chunk's matrix product gives it
+    (the same product the count of :func:`slot_counts` compares, so an item is tied with
+    itself), and per query whether any candidate's score is NaN. Over chunks of
+    ``chunk_size``."""
+    from keras import ops as K
+
+    def step(start: Any, size: int, carry: tuple[Any, Any]) -> tuple[Any, Any]:
+        scores = K.matmul(queries, K.transpose(_rows(candidates, start, size)))
+        local = K.subtract(ids, start)
+        inside = K.logical_and(K.greater_equal(local, 0), K.less(local, size))
+        picked = K.take_along_axis(scores, K.clip(local, 0, size - 1), axis=1)
+        bad = K.any(K.not_equal(scores, scores), axis=1)
+        return K.where(inside, picked, carry[0]), K.logical_or(carry[1], bad)
+
+    init = (K.zeros(tuple(ids.shape), dtype=queries.dtype), K.zeros_like(queries[:, 0], dtype="bool"))
+    return over_chunks(int(candidates.shape[0]), chunk_size, step, init, is_tracing(queries))
+
+
+def slot_counts(queries: Any, candidates: Any, ids: Any, chunk_size: int) -> tuple[Any, Any, Any, Any]:
+    """``(above, tied, tied_before, bad)`` per slot ``(B, M)`` int32 (``bad`` ``(B,)``): of the
+    candidates, those scoring strictly above the slot's item, the others tied with it, and
+    those tied with it at a lower index, for the relevant ids ``ids`` ``(B, M)`` (-1: padding,
+    whose counts are meaningless); ``bad``: a NaN score in the query's row. Two passes over
+    chunks of ``chunk_size`` (the slots' scores, then the counts); the memory of one pass is a
+    ``(B, chunk)`` block of scores and a ``(B, M, chunk)`` comparison."""
+    from keras import ops as K
+
+    target, bad = slot_scores(queries, candidates, ids, chunk_size)
+    t = target[:, :, None]
+
+    def step(start: Any, size: int, carry: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+        scores = K.matmul(queries, K.transpose(_rows(candidates, start, size)))[:, None, :]
+        equal = K.equal(scores, t)
+        earlier = K.less(_positions(start, size)[None, None, :], ids[:, :, None])
+        above = K.sum(K.cast(K.greater(scores, t), "int32"), axis=2)
+        tied = K.sum(K.cast(equal, "int32"), axis=2)
+        before = K.sum(K.cast(K.logical_and(equal, earlier), "int32"), axis=2)
+        return K.add(carry[0], above), K.add(carry[1], tied), K.add(carry[2], before)
+
+    zero = K.zeros(tuple(ids.shape), dtype="int32")
+    above, tied, before = over_chunks(
+        int(candidates.shape[0]), chunk_size, step, (zero, zero, zero), is_tracing(queries)
+    )
+    return above, K.maximum(K.subtract(tied, 1), 0), before, bad
