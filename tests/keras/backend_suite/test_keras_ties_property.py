@@ -32,9 +32,10 @@ ROWS, WIDTH = 4, 8
 KS = range(1, WIDTH + 3)
 METRICS = ["ndcg", "dcg", "map", "precision", "recall", "hit_rate", "mrr", "f1", "rbp"]
 NAMES = [f"{m}@{k}" for m in METRICS for k in KS] + ["r_precision"]
-# each metric alone (its own selection, as deep as its k) at and past the padded width, where a
-# metric that reads only the hits selects one place (every k is in the collection's one selection)
-ALONE = [f"{m}@{k}" for m in METRICS for k in (WIDTH, WIDTH + 2)] + ["r_precision"]
+# each metric alone (its own selection, as deep as its k), every other one at the padded width and
+# the others past it, where a metric that reads only the hits selects one place (every k of every
+# metric is in the collection's one selection); one compiled model holds them all
+ALONE = [f"{m}@{WIDTH + 2 * (i % 2)}" for i, m in enumerate(METRICS)] + ["r_precision"]
 CLASSES = {row.name: getattr(rkeras, row.keras.name) for row in LIST_METRICS}
 MODELS: dict[str, tuple[keras.Model, dict]] = {}
 
