@@ -1,7 +1,7 @@
 """The catalog's embeddings of the Keras catalog metrics (``FactorizedTopK``,
 ``CatalogMetrics``): fixed, a Keras variable or ``Embedding`` read at every update, or a
 callable called at every update, and the JAX check that a live table is read where the
-model's current weights are mapped."""
+model's current weights are mapped; the per-query weights of both."""
 
 from __future__ import annotations
 
@@ -88,3 +88,23 @@ def current_candidates(source: Source, queries: Any, dtype: Any, name: str) -> A
     value = K.stop_gradient(K.cast(K.convert_to_tensor(value), dtype))
     check_candidates(value)
     return value
+
+
+def query_weights(sample_weight: Any, queries: Any, dtype: Any) -> Any:
+    """Per-query weights ``(batch,)`` of ``dtype`` from None, a scalar, ``(batch,)`` or
+    ``(batch, 1)`` (a ``ValueError`` naming ``sample_weight`` otherwise)."""
+    ones = K.ones_like(queries[:, 0])
+    if sample_weight is None:
+        return ones
+    w = K.cast(K.convert_to_tensor(sample_weight), dtype)
+    shape, b = tuple(w.shape), queries.shape[0]
+    if len(shape) == 2 and shape[1] == 1:
+        w = K.reshape(w, (-1,))
+    elif not (shape == () or len(shape) == 1):
+        w = None
+    if w is None or (shape and None not in (shape[0], b) and shape[0] != b):
+        raise ValueError(
+            f"sample_weight must be a scalar, (batch,) or (batch, 1) for a batch of {b} queries, "
+            f"got shape {shape}"
+        )
+    return K.multiply(ones, w)

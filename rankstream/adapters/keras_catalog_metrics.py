@@ -19,7 +19,7 @@ import keras
 import numpy as np
 from keras import ops as K
 
-from rankstream.adapters.keras_candidates import candidate_source, current_candidates
+from rankstream.adapters.keras_candidates import candidate_source, current_candidates, query_weights
 from rankstream.adapters.keras_inputs import symbolic
 from rankstream.adapters.keras_lifecycle import KernelMetric, unconverted
 from rankstream.adapters.keras_metrics import COLLECTION_DEFAULTS, keras_rs_conventions
@@ -151,7 +151,7 @@ class CatalogMetrics(KernelMetric):
                 f"{candidates.shape[1]} (shape {tuple(candidates.shape)})"
             )
         ids, grades = self._relevant(y_true, shape[0])
-        weight = self._weights(sample_weight, queries)
+        weight = query_weights(sample_weight, queries, self.dtype)
         traced = is_tracing(queries)
         flags = self._check_ids(ids, grades, n, traced)
         if shape[0] == 0:
@@ -240,24 +240,6 @@ class CatalogMetrics(KernelMetric):
                 f"{K.convert_to_numpy(ids)[rows].tolist()}"
             )
         return None
-
-    def _weights(self, sample_weight: Any, queries: Any) -> Any:
-        """Per-query weights (batch,) from None, a scalar, (batch,) or (batch, 1)."""
-        ones = K.ones_like(queries[:, 0])
-        if sample_weight is None:
-            return ones
-        w = K.cast(K.convert_to_tensor(sample_weight), self.dtype)
-        shape, b = tuple(w.shape), queries.shape[0]
-        if len(shape) == 2 and shape[1] == 1:
-            w = K.reshape(w, (-1,))
-        elif not (shape == () or len(shape) == 1):
-            w = None
-        if w is None or (shape and None not in (shape[0], b) and shape[0] != b):
-            raise ValueError(
-                f"sample_weight must be a scalar, (batch,) or (batch, 1) for a batch of {b} queries, "
-                f"got shape {shape}"
-            )
-        return K.multiply(ones, w)
 
 
 def member_sums(kernel: Any, ops: Any, out: Any, weight: Any, invalid: Any) -> dict[str, Any]:

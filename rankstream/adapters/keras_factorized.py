@@ -30,7 +30,7 @@ import keras
 import numpy as np
 from keras import ops as K
 
-from rankstream.adapters.keras_candidates import candidate_source, current_candidates
+from rankstream.adapters.keras_candidates import candidate_source, current_candidates, query_weights
 from rankstream.adapters.keras_inputs import symbolic
 from rankstream.adapters.keras_lifecycle import unconverted
 from rankstream.adapters.keras_state import add_to, resolve_state_dtype, state_variables, total_tensors
@@ -221,7 +221,7 @@ class FactorizedTopK(keras.metrics.Metric):
                 f"{self.name}: query_embeddings have d={q_shape[1]} dimensions (shape {q_shape}) but the "
                 f"candidates have {candidates.shape[1]} (shape {tuple(candidates.shape)})"
             )
-        weight = self._weights(sample_weight, queries)
+        weight = query_weights(sample_weight, queries, self.dtype)
         if ids is not None:
             ids = self._true_ids(ids, q_shape[0])
             candidate_ids = self._ids_of(candidates)
@@ -269,24 +269,6 @@ class FactorizedTopK(keras.metrics.Metric):
                 f"{n} (shape {tuple(candidates.shape)})"
             )
         return K.convert_to_tensor(self._candidate_ids)
-
-    def _weights(self, sample_weight: Any, queries: Any) -> Any:
-        """Per-query weights (batch,) from None, a scalar, (batch,) or (batch, 1)."""
-        ones = K.ones_like(queries[:, 0])
-        if sample_weight is None:
-            return ones
-        w = K.cast(K.convert_to_tensor(sample_weight), self.dtype)
-        shape, b = tuple(w.shape), queries.shape[0]
-        if len(shape) == 2 and shape[1] == 1:
-            w = K.reshape(w, (-1,))
-        elif not (shape == () or len(shape) == 1):
-            w = None
-        if w is None or (shape and None not in (shape[0], b) and shape[0] != b):
-            raise ValueError(
-                f"sample_weight must be a scalar, (batch,) or (batch, 1) for a batch of {b} queries, "
-                f"got shape {shape}"
-            )
-        return K.multiply(ones, w)
 
     # -- state and result --------------------------------------------------------------------
     def reset_state(self) -> None:
