@@ -8,6 +8,7 @@ and float64; shards with uneven offsets summed equal one pass; bad input."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rankstream.core.sizes as sizes
 from rankstream import ListMetrics, State
 from rankstream.catalog import CatalogMetrics, catalog_metrics, prepare, rank_types, relevant_ranks
 
@@ -265,12 +267,11 @@ def test_filter_index_exclusions_equal_the_filtered_mask():
     assert_same(got, State(ListMetrics(names)).update(scores, labels, mask).compute())
 
 
-@pytest.mark.parametrize("share", [0, 10**9])
-def test_candidate_and_slot_by_slot_counting_agree(monkeypatch, share):
-    """Each chunk is counted candidate by candidate (few above the lowest band) or slot by slot
-    over the whole chunk (many): force each way on data with ties and exclusions."""
-    from rankstream.core.backends.catalog import counting
-
+@pytest.mark.parametrize("cost, flag_bytes", [(0, 4 << 20), (10**9, 4 << 20), (10**9, 5 * 40)])
+def test_candidate_and_slot_by_slot_counting_agree(monkeypatch, cost, flag_bytes):
+    """A chunk's lowest slots are counted dense and the rest candidate by candidate: force every
+    slot to candidates after the first chunk (cost 0), every slot dense, and two dense slots
+    (flags of five edges per row fit) with three by candidates, on data with ties and exclusions."""
     rng = np.random.default_rng(12)
     n = 400
     items, queries = quantised(rng, (n, 3), np.float32), quantised(rng, (7, 3), np.float32)
@@ -278,26 +279,25 @@ def test_candidate_and_slot_by_slot_counting_agree(monkeypatch, share):
     exclude = [np.setdiff1d(rng.choice(n, 50), r) for r in relevant]
     names = ["ndcg@20", "map@400", "mrr", "auc", "recall@3"]
     ref = dense(names, queries, items, relevant, exclude, ties="expected")
-    monkeypatch.setattr(counting, "DENSE_SHARE", share)
+    z = replace(sizes.SIZES, catalog_candidate_cost=cost, catalog_flag_bytes=flag_bytes)
+    monkeypatch.setattr(sizes, "SIZES", z)
     got = catalog_metrics(names, queries, relevant, items, exclude=exclude, chunk_size=33, ties="expected")
     assert_same(got, ref)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_slot_by_slot_in_row_blocks(monkeypatch, dtype):
-    """The slot-by-slot way takes the rows a block at a time (blocks of 3 over 8 queries: a short
-    last block); tie-heavy quantised scores put several scores in a band (one flag per row is
-    found by a product, more by a scan)."""
-    from rankstream.core.backends.catalog import counting
-
+    """The dense way takes the rows a block at a time (blocks of 3 over 8 queries: a short last
+    block); tie-heavy quantised scores put several scores in a band (found by a scan of those
+    rows' flags)."""
     rng = np.random.default_rng(13)
     n = 300
     items, queries = quantised(rng, (n, 2), dtype), quantised(rng, (8, 2), dtype)
     relevant = [rng.choice(n, rng.integers(1, 7), replace=False) for _ in range(8)]
     exclude = [np.setdiff1d(rng.choice(n, 40), r) for r in relevant]
     names = ["ndcg@20", "map@300", "mrr", "auc", "recall@3", "precision@1"]
-    monkeypatch.setattr(counting, "DENSE_SHARE", 10**9)
-    monkeypatch.setattr(counting, "ROW_BLOCK", 3)
+    z = replace(sizes.SIZES, catalog_candidate_cost=10**9, catalog_flag_bytes=3 * 13 * 48)
+    monkeypatch.setattr(sizes, "SIZES", z)  # rows of 48 padded bytes, 13 edges: blocks of 3 rows
     for ties in ("first", "expected"):
         ref = dense(names, queries, items, relevant, exclude, ties=ties)
         got = catalog_metrics(names, queries, relevant, items, exclude=exclude, chunk_size=41, ties=ties)

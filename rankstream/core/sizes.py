@@ -189,6 +189,44 @@ class Sizes:
     flat_dense_top_k: int = 8
     flat_dense_whole: int = 32
 
+    # -- the whole catalog (core/backends/catalog/, core/backends/keras_catalog.py) ----------
+    #: the bytes one chunk of scores and its temporaries may hold by default (``memory=`` of
+    #: ``rankstream.catalog``; ``chunk_size=`` sets the items per chunk instead), at
+    #: ``catalog_bytes_per_score`` per score: the score (4 or 8 bytes), its comparison flags, and
+    #: a share of the candidate arrays (index and value of a score at or above a query's
+    #: lowest counted band edge)
+    catalog_memory: int = 256 << 20
+    catalog_bytes_per_score: int = 24
+    #: the most scores one chunk holds whatever the budget: a chunk of 1,024 queries x 10,922
+    #: items (44 MiB, what 256 MiB allow) ran its matrix product 2.4 to 3.3 times slower than
+    #: chunks of 4,096 items (16 MiB) on one thread (1,024 x 100,000 x 64), and the counting
+    #: 12-37% slower end to end: the product's output and the comparisons stay in the caches
+    catalog_max_chunk_scores: int = 4 << 20
+    #: the fewest items of a chunk when the budget allows fewer (one query row of scores)
+    catalog_min_chunk: int = 1
+    #: the bytes of one block of rows' comparison flags (a byte per score and band edge: the
+    #: candidate threshold and each dense slot's two edges); a chunk is compared a block of rows
+    #: at a time, and at most as many slots dense as one row's flags fit in these bytes
+    catalog_flag_bytes: int = 4 << 20
+    #: what one candidate costs to place among its query's band edges, in comparisons of one
+    #: score with one edge in the dense pass (which decides how many of a query's lowest slots
+    #: are counted dense)
+    catalog_candidate_cost: int = 300
+    #: the values of the ``(candidates, slots)`` arrays that place a block of candidates
+    catalog_candidate_values: int = 1 << 20
+    #: chunks between two returns of the C heap's freed pages to the system
+    #: (``counting.release_freed``: glibc's ``malloc_trim``, about 4 ms each)
+    catalog_trim_every: int = 8
+    #: for a user's scorer, the relative half-width of the band around a relevant item's
+    #: score (taken once for the batch) inside which a catalog score is kept aside and compared
+    #: with the exact score of the item's own chunk (embeddings take the dot product's rounding
+    #: bound instead)
+    catalog_callable_band: float = 1e-4
+    #: Keras ``FactorizedTopK`` and the Keras catalog metrics: candidates scored at a time
+    #: (``DEFAULT_CHUNK_SIZE``; with 1,024 queries a float32 chunk is 16 MiB, eagerly with its
+    #: comparisons at most about 64 MiB)
+    keras_catalog_chunk: int = 4096
+
 
 #: today's sizes (each measured where it was introduced)
 SIZES = Sizes()

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.backends.catalog.budget import CALLABLE_BAND
+from rankstream.core import sizes as _sizes
 
 SIMILARITIES = ("dot", "cosine")
 
@@ -147,12 +147,14 @@ class CallableScorer:
 
     def relevant(self, queries: Any, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(t, band)``: the relevant items' scores from one call over their ids (every query
-        against the union), and a band of :data:`CALLABLE_BAND` times the largest ``|t|`` per query."""
+        against the union), and a band of ``SIZES.catalog_callable_band`` times the largest ``|t|``
+        per query."""
         t, bound = self.relevant_each(queries, ids)
         return t, bound.max(axis=1, initial=0.0)
 
     def relevant_each(self, queries: Any, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(t, bound)`` ``(Q, M)``: the slots' scores and :data:`CALLABLE_BAND` times each ``|t|``."""
+        """``(t, bound)`` ``(Q, M)``: the slots' scores and ``SIZES.catalog_callable_band`` times
+        each ``|t|``."""
         import torch
 
         union, inverse = np.unique(ids, return_inverse=True)
@@ -168,7 +170,7 @@ class CallableScorer:
                 f"score gave item {int(ids[q, c])} of query {q} a NaN score; NaN scores are not ranked"
             )
         scale = np.where(np.isfinite(t), np.abs(t), 0.0)
-        return t, CALLABLE_BAND * scale + np.finfo(np.float32).tiny
+        return t, _sizes.SIZES.catalog_callable_band * scale + np.finfo(np.float32).tiny
 
 
 def _what(x: Any) -> str:
