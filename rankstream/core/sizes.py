@@ -208,10 +208,14 @@ class Sizes:
     #: candidate threshold and each dense slot's two edges); a chunk is compared a block of rows
     #: at a time, and at most as many slots dense as one row's flags fit in these bytes
     catalog_flag_bytes: int = 4 << 20
+    #: and at most this many bytes per score of the chunk (a small chunk's budget holds)
+    catalog_flag_bytes_per_score: int = 4
     #: what one candidate costs to place among its query's band edges, in comparisons of one
     #: score with one edge in the dense pass (which decides how many of a query's lowest slots
     #: are counted dense)
     catalog_candidate_cost: int = 300
+    #: the first chunk's split is estimated on every ``catalog_sample_step``-th of its items
+    catalog_sample_step: int = 16
     #: the values of the ``(candidates, slots)`` arrays that place a block of candidates
     catalog_candidate_values: int = 1 << 20
     #: chunks between two returns of the C heap's freed pages to the system

@@ -23,7 +23,8 @@ Two ways share a chunk, per query at the same sorted slot ``D`` (:func:`choose_d
 NaN fails ``x < lo_D`` (and ``x < +inf`` where every slot is dense), so every NaN score is a
 candidate: one check of the candidates' values finds it, with no pass of its own. The split ``D``
 follows a cost model (:func:`choose_dense`) fed by the previous chunk's counts of scores at or
-above each slot's lower edge; the first chunk is counted dense.
+above each slot's lower edge (for the first chunk, those of a sample of its items,
+:func:`sample_found`).
 """
 
 from __future__ import annotations
@@ -80,19 +81,46 @@ class ChunkTally:
         return self._buffers[key]
 
 
-def choose_dense(found: np.ndarray | None, q: int, width: int, deepest: int, most: int) -> int:
+def flag_bytes(q: int, width: int) -> int:
+    """The bytes one block of rows' flags may hold for a chunk of ``q x width`` scores:
+    ``SIZES.catalog_flag_bytes``, and at most ``SIZES.catalog_flag_bytes_per_score`` per score
+    of the chunk (small chunks keep their budget)."""
+    z = _sizes.SIZES
+    return max(1, min(z.catalog_flag_bytes, z.catalog_flag_bytes_per_score * q * width))
+
+
+def _layout(width: int) -> tuple[int, int, int]:
+    """``(groups, span, padded)``: a row of ``width`` flag bytes as ``groups`` of ``span`` 64-bit
+    words (at most 255: a byte of their sum never carries), ``padded`` bytes in all."""
+    words = -(-width // 8)
+    groups = -(-words // 255)
+    span = -(-words // groups)
+    return groups, span, groups * span * 8
+
+
+def choose_dense(found: np.ndarray, q: int, width: int, deepest: int) -> int:
     """The sorted slot ``D`` below which a chunk is counted dense: each dense slot costs two
     comparisons of every score, each candidate ``SIZES.catalog_candidate_cost`` of them, and the
     candidates of ``D`` are (as the last chunk had them, per item of width) the scores at or
-    above ``lo_D``. ``D`` at most ``most``; every slot dense without a previous chunk."""
-    if found is None:
-        return min(deepest, most)
+    above ``lo_D``. At most as many dense slots as one row's flags fit in :func:`flag_bytes`."""
+    most = max(0, (flag_bytes(q, width) // _layout(width)[2] - 1) // 2)
     cost = _sizes.SIZES.catalog_candidate_cost
     d = np.arange(deepest + 1)
     cand = np.append(found[:deepest], 0.0) * width
     total = 2.0 * d * q * width + cost * cand
     total[d > most] = np.inf
     return int(np.argmin(total))
+
+
+def sample_found(x: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """Per sorted slot, the scores at or above its lower edge (all queries) per item of width,
+    estimated on every ``SIZES.catalog_sample_step``-th item of the chunk ``x`` (the first
+    chunk's split, before any chunk was counted)."""
+    part = x[:, :: _sizes.SIZES.catalog_sample_step]
+    below = np.less(part[None], lo.T[:, :, None])  # (deepest, Q, sampled)
+    return np.array([below[j].size - np.count_nonzero(below[j]) for j in range(lo.shape[1])]) / max(
+        part.shape[1], 1
+    )
 
 
 def count_chunk(
@@ -108,11 +136,8 @@ def count_chunk(
     low = np.concatenate([thr[None, :], lo[:, :dense].T])  # x < edge: (1 + D, Q)
     high = np.ascontiguousarray(hi[:, :dense].T)  # x <= edge: (D, Q)
     k = 1 + 2 * dense
-    words = -(-width // 8)
-    groups = -(-words // 255)  # a byte of a sum of at most 255 words never carries
-    span = -(-words // groups)
-    padded = groups * span * 8
-    rows = max(1, min(q, _sizes.SIZES.catalog_flag_bytes // (k * padded)))
+    groups, span, padded = _layout(width)
+    rows = max(1, min(q, flag_bytes(q, width) // (k * padded)))
     flags, not_low, summed = tally.buffers(k, rows, width, groups, span)
     found = np.zeros(deepest)
     cand: list[tuple[np.ndarray, np.ndarray]] = []

@@ -39,6 +39,7 @@ from rankstream.core.backends.catalog.comparisons import (
     count_chunk,
     edges_in,
     place,
+    sample_found,
 )
 
 
@@ -173,8 +174,9 @@ def count_shard(
             rows, cols = np.nonzero(own)
             counts.exact[rows, cols] = x[rows, ids[rows, cols] - a]
         width = b - a
-        most = max(0, (_sizes.SIZES.catalog_flag_bytes // (-(-width // 8) * 8) - 1) // 2)
-        dense = choose_dense(tally.found, q, width, deepest, most)
+        if tally.found is None:
+            tally.found = sample_found(x, lo)
+        dense = choose_dense(tally.found, q, width, deepest)
         before = len(tally.kept)
         rows, cols, values = count_chunk(x, a, lo, hi, dense, tally)
         if np.isnan(values).any():
