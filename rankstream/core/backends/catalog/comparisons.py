@@ -39,6 +39,7 @@ from rankstream.core import sizes as _sizes
 _BYTES = np.uint64(0x00FF00FF00FF00FF)
 _PAIRS = np.uint64(0x0000FFFF0000FFFF)
 _LOW = np.uint64(0xFFFFFFFF)
+_ONES = np.uint64(0x0101010101010101)  # eight true bytes
 
 
 def edges_in(dtype: Any, lo: np.ndarray, hi: np.ndarray, pad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -65,11 +66,11 @@ class ChunkTally:
     found: np.ndarray | None = None
     _buffers: dict[tuple[int, ...], tuple[Any, ...]] = field(default_factory=dict)
 
-    def buffers(self, k: int, rows: int, width: int, groups: int, span: int) -> tuple[Any, ...]:
-        """``(flags, not_low, words)``: a block's flags ``(k, rows, padded)`` (padding False: not
-        counted), a ``(rows, width)`` byte array, and the flags as torch 64-bit words in groups;
-        made once per shape and reused by the chunks (fresh pages for every chunk cost their
-        faults each time, and fragment the heap)."""
+    def buffers(self, k: int, rows: int, width: int, groups: int, span: int) -> tuple[Any, Any]:
+        """``(flags, words)``: a block's flags ``(k, rows, padded)`` (the padding false: not
+        counted) and the same bytes as torch 64-bit words in groups; made once per shape and
+        reused by the chunks (fresh pages for every chunk cost their faults each time, and
+        fragment the heap)."""
         key = (k, rows, width, groups, span)
         if key not in self._buffers:
             import torch
@@ -77,7 +78,7 @@ class ChunkTally:
             self._buffers.clear()
             flags = np.zeros((k, rows, groups * span * 8), dtype=bool)
             words = torch.from_numpy(flags.view(np.int64)).view(k, rows, groups, span)
-            self._buffers[key] = (flags, np.empty((rows, width), dtype=bool), words)
+            self._buffers[key] = (flags, words)
         return self._buffers[key]
 
 
@@ -138,7 +139,8 @@ def count_chunk(
     k = 1 + 2 * dense
     groups, span, padded = _layout(width)
     rows = max(1, min(q, flag_bytes(q, width) // (k * padded)))
-    flags, not_low, summed = tally.buffers(k, rows, width, groups, span)
+    flags, summed = tally.buffers(k, rows, width, groups, span)
+    words = flags.view(np.uint64)  # (k, rows, padded / 8)
     found = np.zeros(deepest)
     cand: list[tuple[np.ndarray, np.ndarray]] = []
     for r0 in range(0, q, rows):
@@ -148,18 +150,17 @@ def count_chunk(
         np.less(part, low[:, r0:r1, None], out=flags[: 1 + dense, :n, :width])
         np.less_equal(part, high[:, r0:r1, None], out=flags[1 + dense :, :n, :width])
         true = _true_counts(summed[:, :n].sum(-1).numpy())  # (k, n)
-        if (true[0] < width).any():
-            np.logical_not(flags[0, :n, :width], out=not_low[:n])
-            rr, cc = np.divmod(np.flatnonzero(not_low[:n]), width)  # flat: 10x a 2-D nonzero
-            cand.append((rr + r0, cc))
+        if (true[0] < width).any():  # the scores not below lo_D (or NaN): the false bytes
+            rr, cc = _bytes_at(words[0, :n] ^ _ONES, padded)
+            keep = cc < width  # the padding is false too
+            cand.append((rr[keep] + r0, cc[keep]))
         if dense:
             lt, le = true[1 : 1 + dense], true[1 + dense :]
             tally.above[r0:r1, :dense] += (width - le).T
             found[:dense] += (width - lt).sum(1)
             jj, ii = np.nonzero(le > lt)  # slots with scores inside their band
-            if jj.size:
-                inside = np.not_equal(flags[1 + jj, ii, :width], flags[1 + dense + jj, ii, :width])
-                p, col = np.divmod(np.flatnonzero(inside), width)
+            if jj.size:  # x < lo false, x <= hi true
+                p, col = _bytes_at(words[1 + jj, ii] ^ words[1 + dense + jj, ii], padded)
                 row = ii[p] + r0
                 tally.kept.append((row, jj[p], x[row, col].astype(np.float64), col + a, np.ones(p.size)))
     rows_c = np.concatenate([c[0] for c in cand]) if cand else np.zeros(0, np.int64)
@@ -167,6 +168,16 @@ def count_chunk(
     values = x[rows_c, cols_c]
     tally.found = found
     return rows_c, cols_c, values
+
+
+def _bytes_at(words: np.ndarray, padded: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(row, column)`` of the nonzero bytes of ``words`` ``(rows, padded / 8)`` (64-bit words
+    of rows of ``padded`` bytes): the nonzero words first (an eighth of the bytes to scan), then
+    the bytes of those."""
+    flat = words.reshape(-1)
+    nz = np.flatnonzero(flat)
+    at = np.flatnonzero(flat[nz].view(np.uint8))
+    return np.divmod(nz[at // 8] * 8 + at % 8, padded)
 
 
 def _true_counts(sums: np.ndarray) -> np.ndarray:

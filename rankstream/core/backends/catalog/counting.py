@@ -163,9 +163,14 @@ def count_shard(
     tally = ChunkTally(np.zeros((q, deepest), np.int64))
     flat_ids = np.where(present, ids, -1)
     trim = _sizes.SIZES.catalog_trim_every
+    into, out = bool(getattr(scorer, "writes_into", False)), None
     for a in range(start, stop, chunk):
         b = min(a + chunk, stop)
-        x = _host(scorer.chunk(queries, a, b, q))
+        if into:  # the last chunk's tensor again (fresh pages per chunk: faults, heap holes)
+            out = scorer.chunk(queries, a, b, q, out=out)
+            x = _host(out)
+        else:
+            x = _host(scorer.chunk(queries, a, b, q))
         if x.dtype not in edges:
             edges[x.dtype] = edges_in(x.dtype, lo64, hi64, pad)
         lo, hi = edges[x.dtype]

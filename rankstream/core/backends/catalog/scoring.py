@@ -81,11 +81,19 @@ class EmbeddingScorer:
         norm = torch.linalg.vector_norm(x, dim=1, keepdim=True)
         return x / torch.where(norm > 0, norm, torch.ones_like(norm))
 
-    def chunk(self, queries: Any, start: int, stop: int, rows: int) -> Any:
-        """``(Q, stop - start)`` scores."""
+    #: :meth:`chunk` can write into a given tensor (the counting reuses one across chunks)
+    writes_into = True
+
+    def chunk(self, queries: Any, start: int, stop: int, rows: int, out: Any = None) -> Any:
+        """``(Q, stop - start)`` scores; written into ``out`` where it is a tensor of that shape
+        and dtype (no fresh pages per chunk)."""
         import torch
 
-        return torch.matmul(queries, self._normal(self.items[start:stop]).T)
+        e = self._normal(self.items[start:stop]).T
+        shape = (int(queries.shape[0]), stop - start)
+        if out is not None and tuple(out.shape) == shape and out.dtype == queries.dtype:
+            return torch.matmul(queries, e, out=out)
+        return torch.matmul(queries, e)
 
     def relevant(self, queries: Any, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(t, band)``: each slot's score alone in float64 ``(Q, M)``, and per query the half-width
