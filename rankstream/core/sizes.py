@@ -220,7 +220,7 @@ class Sizes:
     catalog_candidate_values: int = 1 << 20
     #: chunks between two returns of the C heap's freed pages to the system
     #: (``counting.release_freed``: glibc's ``malloc_trim``, about 4 ms each)
-    catalog_trim_every: int = 8
+    catalog_trim_every: int = 64
     #: for a user's scorer, the relative half-width of the band around a relevant item's
     #: score (taken once for the batch) inside which a catalog score is kept aside and compared
     #: with the exact score of the item's own chunk (embeddings take the dot product's rounding

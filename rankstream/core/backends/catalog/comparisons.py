@@ -40,6 +40,7 @@ _BYTES = np.uint64(0x00FF00FF00FF00FF)
 _PAIRS = np.uint64(0x0000FFFF0000FFFF)
 _LOW = np.uint64(0xFFFFFFFF)
 _ONES = np.uint64(0x0101010101010101)  # eight true bytes
+_ZERO = np.uint64(0)
 
 
 def edges_in(dtype: Any, lo: np.ndarray, hi: np.ndarray, pad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -151,7 +152,7 @@ def count_chunk(
         np.less_equal(part, high[:, r0:r1, None], out=flags[1 + dense :, :n, :width])
         true = _true_counts(summed[:, :n].sum(-1).numpy())  # (k, n)
         if (true[0] < width).any():  # the scores not below lo_D (or NaN): the false bytes
-            rr, cc = _bytes_at(words[0, :n] ^ _ONES, padded)
+            rr, cc = _bytes_at(words[0, :n], padded, _ONES)
             keep = cc < width  # the padding is false too
             cand.append((rr[keep] + r0, cc[keep]))
         if dense:
@@ -160,7 +161,7 @@ def count_chunk(
             found[:dense] += (width - lt).sum(1)
             jj, ii = np.nonzero(le > lt)  # slots with scores inside their band
             if jj.size:  # x < lo false, x <= hi true
-                p, col = _bytes_at(words[1 + jj, ii] ^ words[1 + dense + jj, ii], padded)
+                p, col = _bytes_at(words[1 + jj, ii] ^ words[1 + dense + jj, ii], padded, _ZERO)
                 row = ii[p] + r0
                 tally.kept.append((row, jj[p], x[row, col].astype(np.float64), col + a, np.ones(p.size)))
     rows_c = np.concatenate([c[0] for c in cand]) if cand else np.zeros(0, np.int64)
@@ -170,13 +171,13 @@ def count_chunk(
     return rows_c, cols_c, values
 
 
-def _bytes_at(words: np.ndarray, padded: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(row, column)`` of the nonzero bytes of ``words`` ``(rows, padded / 8)`` (64-bit words
-    of rows of ``padded`` bytes): the nonzero words first (an eighth of the bytes to scan), then
-    the bytes of those."""
+def _bytes_at(words: np.ndarray, padded: int, flip: np.uint64) -> tuple[np.ndarray, np.ndarray]:
+    """``(row, column)`` of the bytes of ``words ^ flip`` that are nonzero (``words``: 64-bit words
+    of rows of ``padded`` bytes): the words that differ from ``flip`` first (an eighth of the
+    bytes to scan, through a bool mask: numpy's fast scan), then the bytes of those."""
     flat = words.reshape(-1)
-    nz = np.flatnonzero(flat)
-    at = np.flatnonzero(flat[nz].view(np.uint8))
+    nz = np.flatnonzero(flat != flip)
+    at = np.flatnonzero((flat[nz] ^ flip).view(np.uint8))
     return np.divmod(nz[at // 8] * 8 + at % 8, padded)
 
 
