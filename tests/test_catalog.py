@@ -267,11 +267,14 @@ def test_filter_index_exclusions_equal_the_filtered_mask():
     assert_same(got, State(ListMetrics(names)).update(scores, labels, mask).compute())
 
 
-@pytest.mark.parametrize("cost, flag_bytes", [(0, 4 << 20), (10**9, 4 << 20), (10**9, 5 * 40 + 1)])
+@pytest.mark.parametrize(
+    "cost, flag_bytes", [(0, 4 << 20), (10**9, 4 << 20), (10**9, 5 * 40), (300, 11 * 40)]
+)
 def test_candidate_and_slot_by_slot_counting_agree(monkeypatch, cost, flag_bytes):
-    """A chunk's lowest slots are counted dense and the rest candidate by candidate: force every
-    slot to candidates after the first chunk (cost 0), every slot dense, and two dense slots
-    (flags of five edges per row fit) with three by candidates, on data with ties and exclusions."""
+    """A block of rows' lowest slots are counted dense and the rest candidate by candidate: force
+    every slot to candidates (cost 0), every slot dense, two dense slots (flags of five edges fit)
+    with three by candidates, and blocks of one row each with its own split (the cost model's),
+    on data with ties and exclusions."""
     rng = np.random.default_rng(12)
     n = 400
     items, queries = quantised(rng, (n, 3), np.float32), quantised(rng, (7, 3), np.float32)

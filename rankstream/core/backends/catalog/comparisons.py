@@ -67,18 +67,20 @@ class ChunkTally:
     found: np.ndarray | None = None
     _buffers: dict[tuple[int, ...], tuple[Any, ...]] = field(default_factory=dict)
 
-    def buffers(self, k: int, rows: int, width: int, groups: int, span: int) -> tuple[Any, Any]:
-        """``(flags, words)``: a block's flags ``(k, rows, padded)`` (the padding false: not
-        counted) and the same bytes as torch 64-bit words in groups; made once per shape and
-        reused by the chunks (fresh pages for every chunk cost their faults each time, and
+    def buffers(self, records: int, width: int) -> tuple[Any, Any]:
+        """``(flags, words)``: ``records`` rows of flags of ``width`` bytes padded to 64-bit words
+        (the padding false: not counted), as bytes ``(records, padded)`` and as torch 64-bit words
+        ``(records, groups, span)`` (:func:`_layout`); made once per shape and reused by the
+        chunks and blocks (fresh pages for every chunk cost their faults each time, and
         fragment the heap)."""
-        key = (k, rows, width, groups, span)
+        key = (records, width)
         if key not in self._buffers:
             import torch
 
+            groups, span, padded = _layout(width)
             self._buffers.clear()
-            flags = np.zeros((k, rows, groups * span * 8), dtype=bool)
-            words = torch.from_numpy(flags.view(np.int64)).view(k, rows, groups, span)
+            flags = np.zeros((records, padded), dtype=bool)
+            words = torch.from_numpy(flags.view(np.int64)).view(records, groups, span)
             self._buffers[key] = (flags, words)
         return self._buffers[key]
 
@@ -100,65 +102,71 @@ def _layout(width: int) -> tuple[int, int, int]:
     return groups, span, groups * span * 8
 
 
-def choose_dense(found: np.ndarray, q: int, width: int, deepest: int) -> int:
-    """The sorted slot ``D`` below which a chunk is counted dense: each dense slot costs two
-    comparisons of every score, each candidate ``SIZES.catalog_candidate_cost`` of them, and the
-    candidates of ``D`` are (as the last chunk had them, per item of width) the scores at or
-    above ``lo_D``. At most as many dense slots as one row's flags fit in :func:`flag_bytes`."""
+def dense_costs(found: np.ndarray, width: int) -> np.ndarray:
+    """``(Q, deepest + 1)``: what counting a query's row of the chunk costs with its ``D`` lowest
+    slots dense, in comparisons of one score with one edge: two per score per dense slot, and
+    ``SIZES.catalog_candidate_cost`` per candidate, the scores at or above ``lo_D`` (as the last
+    chunk had them per item of width: ``found``); ``inf`` past what a row's flags fit in
+    :func:`flag_bytes` (per query: a whole chunk's budget over its rows)."""
+    q, deepest = found.shape
     most = max(0, (flag_bytes(q, width) // _layout(width)[2] - 1) // 2)
-    cost = _sizes.SIZES.catalog_candidate_cost
     d = np.arange(deepest + 1)
-    cand = np.append(found[:deepest], 0.0) * width
-    total = 2.0 * d * q * width + cost * cand
-    total[d > most] = np.inf
-    return int(np.argmin(total))
+    cost = 2.0 * d + _sizes.SIZES.catalog_candidate_cost * np.concatenate([found, np.zeros((q, 1))], 1)
+    cost[:, d > most] = np.inf
+    return cost * width
 
 
 def sample_found(x: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """Per sorted slot, the scores at or above its lower edge (all queries) per item of width,
-    estimated on every ``SIZES.catalog_sample_step``-th item of the chunk ``x`` (the first
+    """Per query and sorted slot, the scores at or above its lower edge per item of width,
+    estimated on every ``SIZES.catalog_sample_step``-th item of the chunk ``x`` (for the first
     chunk's split, before any chunk was counted)."""
     part = x[:, :: _sizes.SIZES.catalog_sample_step]
-    below = np.less(part[None], lo.T[:, :, None])  # (deepest, Q, sampled)
-    return np.array([below[j].size - np.count_nonzero(below[j]) for j in range(lo.shape[1])]) / max(
-        part.shape[1], 1
-    )
+    below = np.less(part[:, None, :], lo[:, :, None])  # (Q, deepest, sampled)
+    return 1.0 - below.sum(-1) / max(part.shape[1], 1)
 
 
 def count_chunk(
-    x: np.ndarray, a: int, lo: np.ndarray, hi: np.ndarray, dense: int, tally: ChunkTally
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x: np.ndarray, a: int, lo: np.ndarray, hi: np.ndarray, cost: np.ndarray, tally: ChunkTally
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Count the chunk ``x`` ``(Q, W)`` (items ``a...``) against the sorted edges ``lo``, ``hi``
-    ``(Q, deepest)`` in its dtype (:func:`edges_in`): slots ``< dense`` dense, the rest by
-    candidates. Adds to ``tally``; returns the candidates ``(rows, cols, values)`` (NaN among
-    them where the chunk holds any) for :func:`place`."""
+    ``(Q, deepest)`` in its dtype (:func:`edges_in`), a block of rows at a time: each block's
+    lowest ``D`` slots dense, ``D`` the least total of its rows' ``cost`` (:func:`dense_costs`),
+    the rest by candidates. Adds to ``tally``; returns each row's ``D`` and the candidates
+    ``(rows, cols, values)`` (NaN among them where the chunk holds any) for :func:`place`."""
     q, width = x.shape
     deepest = lo.shape[1]
-    thr = lo[:, dense] if dense < deepest else np.full(q, np.inf, x.dtype)
-    low = np.concatenate([thr[None, :], lo[:, :dense].T])  # x < edge: (1 + D, Q)
-    high = np.ascontiguousarray(hi[:, :dense].T)  # x <= edge: (D, Q)
-    k = 1 + 2 * dense
     groups, span, padded = _layout(width)
-    rows = max(1, min(q, flag_bytes(q, width) // (k * padded)))
-    flags, summed = tally.buffers(k, rows, width, groups, span)
-    words = flags.view(np.uint64)  # (k, rows, padded / 8)
-    found = np.zeros(deepest)
+    records = max(1, flag_bytes(q, width) // padded)  # rows of flags the budget holds
+    widest = 1 + 2 * int(np.argmin(cost, axis=1).max(initial=0))  # the deepest row's flags
+    rows = max(1, min(q, records // widest))
+    fits = max(0, (records // rows - 1) // 2)  # dense slots a block of rows can take
+    buf, buf_words = tally.buffers(records, width)
+    first = np.zeros(q, np.int64)
+    tally.found = np.zeros((q, deepest))
     cand: list[tuple[np.ndarray, np.ndarray]] = []
     for r0 in range(0, q, rows):
         r1 = min(r0 + rows, q)
         n = r1 - r0
+        dense = int(np.argmin(cost[r0:r1, : fits + 1].sum(0)))
+        first[r0:r1] = dense
+        k = 1 + 2 * dense
+        flags = buf[: k * n].reshape(k, n, padded)
+        words = flags.view(np.uint64)  # (k, n, padded / 8)
         part = x[r0:r1]
-        np.less(part, low[:, r0:r1, None], out=flags[: 1 + dense, :n, :width])
-        np.less_equal(part, high[:, r0:r1, None], out=flags[1 + dense :, :n, :width])
-        true = _true_counts(summed[:, :n].sum(-1).numpy())  # (k, n)
+        thr = lo[r0:r1, dense] if dense < deepest else np.full(n, np.inf, x.dtype)
+        np.less(part, thr[None, :, None], out=flags[:1, :, :width])
+        if dense:
+            np.less(part, lo[r0:r1, :dense].T[:, :, None], out=flags[1 : 1 + dense, :, :width])
+            np.less_equal(part, hi[r0:r1, :dense].T[:, :, None], out=flags[1 + dense :, :, :width])
+        true = _true_counts(buf_words[: k * n].view(k, n, groups, span).sum(-1).numpy())  # (k, n)
         if (true[0] < width).any():  # the scores not below lo_D (or NaN): the false bytes
-            rr, cc = _bytes_at(words[0, :n], padded, _ONES)
+            rr, cc = _bytes_at(words[0], padded, _ONES)
             keep = cc < width  # the padding is false too
             cand.append((rr[keep] + r0, cc[keep]))
         if dense:
             lt, le = true[1 : 1 + dense], true[1 + dense :]
             tally.above[r0:r1, :dense] += (width - le).T
-            found[:dense] += (width - lt).sum(1)
+            tally.found[r0:r1, :dense] = (width - lt).T
             jj, ii = np.nonzero(le > lt)  # slots with scores inside their band
             if jj.size:  # x < lo false, x <= hi true
                 p, col = _bytes_at(words[1 + jj, ii] ^ words[1 + dense + jj, ii], padded, _ZERO)
@@ -166,9 +174,7 @@ def count_chunk(
                 tally.kept.append((row, jj[p], x[row, col].astype(np.float64), col + a, np.ones(p.size)))
     rows_c = np.concatenate([c[0] for c in cand]) if cand else np.zeros(0, np.int64)
     cols_c = np.concatenate([c[1] for c in cand]) if cand else np.zeros(0, np.int64)
-    values = x[rows_c, cols_c]
-    tally.found = found
-    return rows_c, cols_c, values
+    return first, rows_c, cols_c, x[rows_c, cols_c]
 
 
 def _bytes_at(words: np.ndarray, padded: int, flip: np.uint64) -> tuple[np.ndarray, np.ndarray]:
@@ -193,40 +199,53 @@ def _true_counts(sums: np.ndarray) -> np.ndarray:
 
 
 def place(
-    rows: np.ndarray, cols: np.ndarray, values: np.ndarray, lo: np.ndarray, hi: np.ndarray, first: int,
-    weight: float, a: int, tally: ChunkTally, record: bool = False,
+    rows: np.ndarray, cols: np.ndarray, values: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+    first: np.ndarray | None, weight: float, a: int, tally: ChunkTally, record: bool = False,
 ) -> None:  # fmt: skip
     """Each score ``values`` (query ``rows``, item ``a + cols``) placed among its query's sorted
-    edges from slot ``first`` on: ``#(lo_j <= v)`` and ``#(hi_j < v)`` (both counts of sorted
-    edges, so the bands it is inside are the slots between them); the slots it is above count
-    ``weight`` each, the bands hold it aside. With ``record``, ``tally.found`` gets each slot's
-    count of scores at or above its lower edge."""
+    edges from slot ``first[row]`` on (every slot where ``first`` is None): ``#(lo_j <= v)`` and
+    ``#(hi_j < v)`` (both counts of sorted edges, the slots below ``first`` taken as ``-inf``, so
+    the bands it is inside are the slots between them); the slots it is above count ``weight``
+    each, the bands hold it aside. With ``record``, ``tally.found`` gets each query's count of
+    scores at or above the lower edge of its slots from ``first`` on."""
     q, deepest = lo.shape
-    slots = deepest - first
-    if slots <= 0 or rows.size == 0:
+    if deepest == 0 or rows.size == 0:
         return
-    lo_t, hi_t = np.ascontiguousarray(lo[:, first:].T), np.ascontiguousarray(hi[:, first:].T)
-    step = max(1, _sizes.SIZES.catalog_candidate_values // slots)
-    hist = np.zeros(q * (slots + 1))
-    counts_lo = np.zeros(slots + 1)
+    below = None
+    if first is not None:  # the dense slots: below every candidate (already counted)
+        below = np.arange(deepest)[None, :] < first[:, None]
+        lo, hi = np.where(below, -np.inf, lo), np.where(below, -np.inf, hi)
+    lo_t, hi_t = np.ascontiguousarray(lo.T), np.ascontiguousarray(hi.T)
+    step = max(1, _sizes.SIZES.catalog_candidate_values // deepest)
+    hist = np.zeros(q * (deepest + 1))
+    at_lo_hist = np.zeros(q * (deepest + 1))
     for s in range(0, rows.size, step):
         r, v = rows[s : s + step], values[s : s + step]
         # (slots, candidates): the gathers and comparisons run along the candidates (4x rows)
         at_lo = np.add.reduce(v >= np.take(lo_t, r, axis=1), axis=0, dtype=np.int64)
         past = np.add.reduce(v > np.take(hi_t, r, axis=1), axis=0, dtype=np.int64)
-        hist += np.bincount(r * (slots + 1) + past, minlength=q * (slots + 1))
+        hist += np.bincount(r * (deepest + 1) + past, minlength=q * (deepest + 1))
         if record:
-            counts_lo += np.bincount(at_lo, minlength=slots + 1)
+            at_lo_hist += np.bincount(r * (deepest + 1) + at_lo, minlength=q * (deepest + 1))
         width = at_lo - past
         ins = np.nonzero(width > 0)[0]
         if ins.size:
             span = width[ins]
             pick = np.repeat(ins, span)
             step_in = np.arange(pick.size) - np.repeat(np.cumsum(span) - span, span)
-            slot = past[pick] + step_in + first
+            slot = past[pick] + step_in
             item = cols[s : s + step][pick] + a
             tally.kept.append((r[pick], slot, v[pick].astype(np.float64), item, np.full(pick.size, weight)))
-    above = np.cumsum(hist.reshape(q, slots + 1)[:, ::-1], axis=1)[:, ::-1][:, 1:]
-    tally.above[:, first:] += np.rint(weight * above).astype(np.int64)
+    above = _above_each(hist, q, deepest)
+    if below is not None:
+        above[below] = 0
+    tally.above += np.rint(weight * above).astype(np.int64)
     if record and tally.found is not None:
-        tally.found[first:] = np.cumsum(counts_lo[::-1])[::-1][1:]
+        found = _above_each(at_lo_hist, q, deepest)
+        tally.found[:] = found if below is None else np.where(below, tally.found, found)
+
+
+def _above_each(hist: np.ndarray, q: int, deepest: int) -> np.ndarray:
+    """``(Q, deepest)``: per slot ``j``, the count of values above ``j`` from a histogram of
+    ``(query, bucket)`` (``bucket``: the number of sorted edges below the value)."""
+    return np.cumsum(hist.reshape(q, deepest + 1)[:, ::-1], axis=1)[:, ::-1][:, 1:]

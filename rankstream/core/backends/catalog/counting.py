@@ -35,8 +35,8 @@ import numpy as np
 from rankstream.core import sizes as _sizes
 from rankstream.core.backends.catalog.comparisons import (
     ChunkTally,
-    choose_dense,
     count_chunk,
+    dense_costs,
     edges_in,
     place,
     sample_found,
@@ -148,49 +148,89 @@ def count_shard(
     scored ``chunk`` items at a time; ``approx`` and ``band`` as
     :meth:`~rankstream.core.backends.catalog.scoring.EmbeddingScorer.relevant` gives them; the excluded
     pairs ``(ex_query, ex_item)`` sorted by item (those outside the shard are ignored). Each chunk
-    is counted by :func:`~rankstream.core.backends.catalog.comparisons.count_chunk`."""
+    is counted by :func:`~rankstream.core.backends.catalog.comparisons.count_chunk`.
+
+    With query embeddings (a scorer that ``writes_into``), the queries are taken in the order of
+    how many of their slots the first chunk's sample puts dense (:func:`dense_costs`), so a block
+    of rows holds queries of one split; the counts come back in the callers' order."""
+    rows = _Rows(ids, present, approx, band)
+    if not getattr(scorer, "writes_into", False) or ids.shape[0] < 2 or rows.deepest == 0 or stop <= start:
+        return _count_rows(scorer, queries, rows, start, stop, chunk, ex_query, ex_item, None)
+    b = min(start + chunk, stop)
+    x = _host(scorer.chunk(queries, start, b, ids.shape[0]))
+    lo, _ = edges_in(x.dtype, rows.lo64, rows.hi64, rows.pad)
+    found = sample_found(x, lo)
+    perm = np.argsort(np.argmin(dense_costs(found, b - start), axis=1), kind="stable")
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(perm.size)
+    import torch
+
+    first = (x[perm], found[perm])
+    part = _Rows(ids[perm], present[perm], approx[perm], band[perm])
+    got = _count_rows(
+        scorer, queries[torch.from_numpy(perm)], part, start, stop, chunk, inv[ex_query], ex_item, first
+    )
+    back = CatalogCounts(got.above[inv], got.exact[inv], got.excluded[inv], got.items)
+    back.kept = [(perm[r], *rest) for r, *rest in got.kept]
+    return back
+
+
+class _Rows:
+    """A batch's slots sorted per query by their scores alone (padding last), with their bands."""
+
+    def __init__(self, ids: np.ndarray, present: np.ndarray, approx: np.ndarray, band: np.ndarray) -> None:
+        t_key = np.where(present, approx, np.inf)
+        order = np.argsort(t_key, axis=1, kind="stable")
+        self.deepest = int(present.sum(axis=1).max(initial=0))
+        self.order = order[:, : self.deepest]
+        t_sorted = np.take_along_axis(t_key, self.order, axis=1)
+        self.pad = ~np.take_along_axis(present, self.order, axis=1)
+        self.lo64, self.hi64 = t_sorted - band[:, None], t_sorted + band[:, None]
+        self.ids, self.present = ids, present
+
+
+def _count_rows(
+    scorer: Any, queries: Any, rows: _Rows, start: int, stop: int, chunk: int, ex_query: np.ndarray,
+    ex_item: np.ndarray, first: tuple[np.ndarray, np.ndarray] | None,
+) -> CatalogCounts:  # fmt: skip
+    """:func:`count_shard` over the queries in the order given (``first``: the first chunk's
+    scores and sample, already made)."""
+    ids, present, order, pad = rows.ids, rows.present, rows.order, rows.pad
     q, m = ids.shape
-    # the slots of each query by approximate score, padding last (+inf: never below a score)
-    t_key = np.where(present, approx, np.inf)
-    order = np.argsort(t_key, axis=1, kind="stable")
-    deepest = int(present.sum(axis=1).max(initial=0))
-    order = order[:, :deepest]
-    t_sorted = np.take_along_axis(t_key, order, axis=1)
-    pad = ~np.take_along_axis(present, order, axis=1)
-    lo64, hi64 = t_sorted - band[:, None], t_sorted + band[:, None]
     edges: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
     counts = CatalogCounts(np.zeros((q, m), np.int64), np.full((q, m), np.nan), np.zeros(q, np.int64), 0)
-    tally = ChunkTally(np.zeros((q, deepest), np.int64))
+    tally = ChunkTally(np.zeros((q, rows.deepest), np.int64))
     flat_ids = np.where(present, ids, -1)
     trim = _sizes.SIZES.catalog_trim_every
     into, out = bool(getattr(scorer, "writes_into", False)), None
     for a in range(start, stop, chunk):
         b = min(a + chunk, stop)
-        if into:  # the last chunk's tensor again (fresh pages per chunk: faults, heap holes)
+        if first is not None:
+            (x, tally.found), first = first, None
+        elif into:  # the last chunk's tensor again (fresh pages per chunk: faults, heap holes)
             out = scorer.chunk(queries, a, b, q, out=out)
             x = _host(out)
         else:
             x = _host(scorer.chunk(queries, a, b, q))
         if x.dtype not in edges:
-            edges[x.dtype] = edges_in(x.dtype, lo64, hi64, pad)
+            edges[x.dtype] = edges_in(x.dtype, rows.lo64, rows.hi64, pad)
         lo, hi = edges[x.dtype]
         own = (flat_ids >= a) & (flat_ids < b)
         if own.any():
-            rows, cols = np.nonzero(own)
-            counts.exact[rows, cols] = x[rows, ids[rows, cols] - a]
+            r, c = np.nonzero(own)
+            counts.exact[r, c] = x[r, ids[r, c] - a]
         width = b - a
         if tally.found is None:
             tally.found = sample_found(x, lo)
-        dense = choose_dense(tally.found, q, width, deepest)
         before = len(tally.kept)
-        rows, cols, values = count_chunk(x, a, lo, hi, dense, tally)
+        split, cand_r, cand_c, values = count_chunk(x, a, lo, hi, dense_costs(tally.found, width), tally)
         if np.isnan(values).any():
             _nan_error(x, a, b)
-        place(rows, cols, values, lo, hi, dense, 1.0, a, tally, record=True)
+        place(cand_r, cand_c, values, lo, hi, split, 1.0, a, tally, record=True)
         tally.found /= width
         lo_ex, hi_ex = np.searchsorted(ex_item, [a, b])
         er, ec = ex_query[lo_ex:hi_ex], ex_item[lo_ex:hi_ex] - a
-        place(er, ec, x[er, ec], lo, hi, 0, -1.0, a, tally)
+        place(er, ec, x[er, ec], lo, hi, None, -1.0, a, tally)
         for r, j, v, item, w in tally.kept[before:]:
             keep = ~pad[r, j]
             counts.kept.append((r[keep], order[r[keep], j[keep]], v[keep], item[keep], w[keep]))
