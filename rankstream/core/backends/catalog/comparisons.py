@@ -7,7 +7,7 @@ with its value and item: compared with the slot's exact score at the end), below
 edges are taken in the chunk's dtype rounded so that the comparisons mean the same
 (:func:`edges_in`): ``x < lo`` as ``x < up(lo)``, ``x <= hi`` as ``x <= down(hi)``, exact.
 
-Two ways share a chunk, per query at the same sorted slot ``D`` (:func:`choose_dense`):
+Two ways share a chunk, split per block of rows at one sorted slot ``D`` (:func:`dense_costs`):
 
 * **dense** (slots ``j < D``, a query's lowest: many scores above them): every score is compared
   with ``lo_j`` and ``hi_j`` in one numpy call per block of rows into bytes, and the bytes are
@@ -22,8 +22,8 @@ Two ways share a chunk, per query at the same sorted slot ``D`` (:func:`choose_d
 
 NaN fails ``x < lo_D`` (and ``x < +inf`` where every slot is dense), so every NaN score is a
 candidate: one check of the candidates' values finds it, with no pass of its own. The split ``D``
-follows a cost model (:func:`choose_dense`) fed by the previous chunk's counts of scores at or
-above each slot's lower edge (for the first chunk, those of a sample of its items,
+follows a cost model (:func:`dense_costs`) fed by each query's counts, in the previous chunk, of
+scores at or above each slot's lower edge (for the first chunk, those of a sample of its items,
 :func:`sample_found`).
 """
 
@@ -59,8 +59,8 @@ def edges_in(dtype: Any, lo: np.ndarray, hi: np.ndarray, pad: np.ndarray) -> tup
 class ChunkTally:
     """What one shard's chunks add up, per sorted slot: ``above`` ``(Q, M)`` int64 (scores above
     the band), ``kept`` (the scores inside a band: ``(row, sorted slot, value, item, weight)``),
-    and ``found`` ``(M,)``, the last chunk's scores at or above each slot's lower edge (all
-    queries) over its width, for the next chunk's split."""
+    and ``found`` ``(Q, M)``, each query's scores at or above each slot's lower edge in the last
+    chunk, over its width, for the next chunk's split."""
 
     above: np.ndarray
     kept: list[tuple[np.ndarray, ...]] = field(default_factory=list)

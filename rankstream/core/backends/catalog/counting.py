@@ -10,17 +10,18 @@ sum over items, so it adds over chunks and over shards of the catalog: :func:`co
 the items ``[start, stop)`` (a process holding that shard), :meth:`CatalogCounts.merge` adds two
 shards' counts, :meth:`CatalogCounts.resolve` gives the final counts.
 
-How a chunk is counted without ``M`` passes over it: each slot's score alone ``t'`` comes first
-(one small product, :meth:`~rankstream.core.backends.catalog.scoring.EmbeddingScorer.relevant`), with a band
-``[t' - b, t' + b]`` that holds the chunk's score of the item (``b`` the rounding bound). Per chunk,
-one comparison with each query's lowest band edge finds the *candidates* (scores that can be above
-or tied with some slot: few when the relevant items rank high); each candidate is placed among its
-query's sorted band edges (``searchsorted``): it is above every slot whose upper edge is below it
-(counted, one ``bincount``), and a candidate inside a slot's band is kept aside (its value and item
-index). At the end, each kept score is compared with the slot's exact score, read from the item's
-own chunk: above, tied (and before the item) or below. So the counts are those of the chunk's
-arithmetic exactly, whatever the rounding of ``t'``. Excluded items (per query) are subtracted
-where they were counted: their ``(query, item)`` pairs in the chunk count with weight ``-1``.
+How a chunk is counted: each slot's score alone ``t'`` comes first (one small product,
+:meth:`~rankstream.core.backends.catalog.scoring.EmbeddingScorer.relevant`), with a band
+``[t' - b, t' + b]`` that holds the chunk's score of the item (``b`` the rounding bound). Per chunk
+and block of rows, a query's lowest slots are counted *dense* (every score compared with their two
+band edges, the flags counted eight at a time) and the rest from the *candidates*, the scores at
+or above the next slot's lower edge, each placed among its query's sorted edges
+(:mod:`~rankstream.core.backends.catalog.comparisons`; the split follows a cost model). A score
+above a slot's band counts; a score inside it is kept aside (its value and item index). At the
+end, each kept score is compared with the slot's exact score, read from the item's own chunk:
+above, tied (and before the item) or below. So the counts are those of the chunk's arithmetic
+exactly, whatever the rounding of ``t'``. Excluded items (per query) are subtracted where they
+were counted: their ``(query, item)`` pairs in the chunk count with weight ``-1``.
 """
 
 from __future__ import annotations
