@@ -8,6 +8,7 @@ and float64; shards with uneven offsets summed equal one pass; bad input."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rankstream.core.sizes as sizes
 from rankstream import ListMetrics, State
 from rankstream.catalog import CatalogMetrics, catalog_metrics, prepare, rank_types, relevant_ranks
 
@@ -265,12 +267,14 @@ def test_filter_index_exclusions_equal_the_filtered_mask():
     assert_same(got, State(ListMetrics(names)).update(scores, labels, mask).compute())
 
 
-@pytest.mark.parametrize("share", [0, 10**9])
-def test_candidate_and_slot_by_slot_counting_agree(monkeypatch, share):
-    """Each chunk is counted candidate by candidate (few above the lowest band) or slot by slot
-    over the whole chunk (many): force each way on data with ties and exclusions."""
-    from rankstream.core.backends.catalog import counting
-
+@pytest.mark.parametrize(
+    "cost, flag_bytes", [(0, 4 << 20), (10**9, 4 << 20), (10**9, 5 * 40), (300, 11 * 40)]
+)
+def test_candidate_and_slot_by_slot_counting_agree(monkeypatch, cost, flag_bytes):
+    """A block of rows' lowest slots are counted dense and the rest candidate by candidate: force
+    every slot to candidates (cost 0), every slot dense, two dense slots (flags of five edges fit)
+    with three by candidates, and blocks of one row each with its own split (the cost model's),
+    on data with ties and exclusions."""
     rng = np.random.default_rng(12)
     n = 400
     items, queries = quantised(rng, (n, 3), np.float32), quantised(rng, (7, 3), np.float32)
@@ -278,26 +282,30 @@ def test_candidate_and_slot_by_slot_counting_agree(monkeypatch, share):
     exclude = [np.setdiff1d(rng.choice(n, 50), r) for r in relevant]
     names = ["ndcg@20", "map@400", "mrr", "auc", "recall@3"]
     ref = dense(names, queries, items, relevant, exclude, ties="expected")
-    monkeypatch.setattr(counting, "DENSE_SHARE", share)
+    z = replace(sizes.SIZES, catalog_candidate_cost=cost, catalog_flag_bytes=flag_bytes)
+    monkeypatch.setattr(sizes, "SIZES", z)
     got = catalog_metrics(names, queries, relevant, items, exclude=exclude, chunk_size=33, ties="expected")
     assert_same(got, ref)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_slot_by_slot_in_row_blocks(monkeypatch, dtype):
-    """The slot-by-slot way takes the rows a block at a time (blocks of 3 over 8 queries: a short
-    last block); tie-heavy quantised scores put several scores in a band (one flag per row is
-    found by a product, more by a scan)."""
-    from rankstream.core.backends.catalog import counting
-
+    """The dense way takes the rows a block at a time (blocks of 3 over 8 queries: a short last
+    block); tie-heavy quantised scores put several scores in a band (found by a scan of those
+    rows' flags)."""
     rng = np.random.default_rng(13)
     n = 300
     items, queries = quantised(rng, (n, 2), dtype), quantised(rng, (8, 2), dtype)
     relevant = [rng.choice(n, rng.integers(1, 7), replace=False) for _ in range(8)]
     exclude = [np.setdiff1d(rng.choice(n, 40), r) for r in relevant]
     names = ["ndcg@20", "map@300", "mrr", "auc", "recall@3", "precision@1"]
-    monkeypatch.setattr(counting, "DENSE_SHARE", 10**9)
-    monkeypatch.setattr(counting, "ROW_BLOCK", 3)
+    z = replace(
+        sizes.SIZES,
+        catalog_candidate_cost=10**9,
+        catalog_flag_bytes=3 * 13 * 48,
+        catalog_flag_bytes_per_score=99,
+    )
+    monkeypatch.setattr(sizes, "SIZES", z)  # rows of 48 padded bytes, 13 edges: blocks of 3 rows
     for ties in ("first", "expected"):
         ref = dense(names, queries, items, relevant, exclude, ties=ties)
         got = catalog_metrics(names, queries, relevant, items, exclude=exclude, chunk_size=41, ties=ties)
@@ -394,3 +402,45 @@ def test_top_k_ids_equal_faiss():
     scores, ids = top_k_ids(queries, 50, items=items, chunk_size=333)
     np.testing.assert_array_equal(ids, peer_ids)
     np.testing.assert_allclose(scores, peer_scores, rtol=1e-5, atol=1e-5)
+
+
+def test_edges_in_a_chunks_dtype_compare_as_float64():
+    """``x < lo`` and ``x <= hi`` with float64 edges give the same flags as ``x < up(lo)`` and
+    ``x <= down(hi)`` in float32 (:func:`edges_in`), at and beside every edge, the infinities and
+    edges beyond float32's range included; padding edges are ``+inf``."""
+    from rankstream.core.backends.catalog.comparisons import edges_in
+
+    rng = np.random.default_rng(21)
+    e = np.concatenate([rng.standard_normal(200) * 10.0 ** rng.integers(-30, 30, 200), [0.0, 1e300, -1e300]])
+    with np.errstate(over="ignore"):  # edges beyond float32's range round to infinity
+        e = np.concatenate([e, [np.inf, -np.inf], e.astype(np.float32).astype(np.float64)])
+        near = e.astype(np.float32)
+    lo, hi = e[None, :], e[None, :]
+    x = np.concatenate(
+        [near, np.nextafter(near, np.float32(np.inf)), np.nextafter(near, -np.float32(np.inf))]
+    )
+    x = np.concatenate([x, np.float32([np.inf, -np.inf, 0.0, 3.4e38, -3.4e38])])
+    up, down = edges_in(np.dtype(np.float32), lo, hi, np.zeros(lo.shape, bool))
+    assert up.dtype == down.dtype == np.float32
+    x64 = x.astype(np.float64)[:, None]
+    np.testing.assert_array_equal(x[:, None] < up, x64 < lo)
+    np.testing.assert_array_equal(x[:, None] <= down, x64 <= hi)
+    pad = np.zeros(lo.shape, bool)
+    pad[0, :3] = True
+    up, down = edges_in(np.dtype(np.float32), lo, hi, pad)
+    assert np.isposinf(up[0, :3]).all() and np.isposinf(down[0, :3]).all()
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 2040, 2041, 4096, 70_001])
+def test_true_counts_of_flag_words(width):
+    """The flags' true bytes counted as 64-bit words in groups (:func:`_true_counts`) equal
+    numpy's count, for widths in one and several groups, all true and all false included."""
+    from rankstream.core.backends.catalog.comparisons import _layout, _true_counts
+
+    rng = np.random.default_rng(width)
+    groups, span, padded = _layout(width)
+    flags = np.zeros((3, 4, padded), dtype=bool)
+    flags[:, :, :width] = rng.random((3, 4, width)) < rng.random((3, 4, 1))
+    flags[0, 0, :width], flags[0, 1, :width] = True, False
+    sums = flags.view(np.int64).reshape(3, 4, groups, span).sum(-1)
+    np.testing.assert_array_equal(_true_counts(sums), np.count_nonzero(flags, axis=-1))

@@ -200,6 +200,50 @@ class Sizes:
     #: (``h * r * t``, ``h + r - t``; float32, or complex: 8)
     interaction_bytes: int = 8
 
+    # -- the whole catalog (core/backends/catalog/, core/backends/keras_catalog.py) ----------
+    #: the bytes one chunk of scores and its temporaries may hold by default (``memory=`` of
+    #: ``rankstream.catalog``; ``chunk_size=`` sets the items per chunk instead), at
+    #: ``catalog_bytes_per_score`` per score: the score (4 or 8 bytes), its comparison flags, and
+    #: a share of the candidate arrays (index and value of a score at or above a query's
+    #: lowest counted band edge)
+    catalog_memory: int = 256 << 20
+    catalog_bytes_per_score: int = 24
+    #: the most scores one chunk holds whatever the budget: a chunk of 1,024 queries x 10,922
+    #: items (44 MiB, what 256 MiB allow) ran its matrix product 2.4 to 3.3 times slower than
+    #: chunks of 4,096 items (16 MiB) on one thread (1,024 x 100,000 x 64), and the counting
+    #: 12-37% slower end to end: the product's output and the comparisons stay in the caches
+    catalog_max_chunk_scores: int = 4 << 20
+    #: the fewest items of a chunk when the budget allows fewer (one query row of scores)
+    catalog_min_chunk: int = 1
+    #: the bytes of one block of rows' comparison flags (a byte per score and band edge: the
+    #: candidate threshold and each dense slot's two edges); a chunk is compared a block of rows
+    #: at a time, and at most as many slots dense as one row's flags fit in these bytes
+    catalog_flag_bytes: int = 4 << 20
+    #: and at most this many bytes per score of the chunk (a small chunk's budget holds)
+    catalog_flag_bytes_per_score: int = 4
+    #: what one candidate costs to find and place among its query's band edges, in comparisons
+    #: of one score with one edge of the dense pass (which decides how many of a query's lowest
+    #: slots are counted dense): about 20 ns against 0.07 ns on an idle core; measured end to end
+    #: on a loaded 2-core machine (1,024 x 100,000, trained placement, one thread), 600 ran
+    #: 5-10% faster than 300 or 1,000 at 64 and 256 dimensions
+    catalog_candidate_cost: int = 600
+    #: the first chunk's split is estimated on every ``catalog_sample_step``-th of its items
+    catalog_sample_step: int = 16
+    #: the values of the ``(candidates, slots)`` arrays that place a block of candidates
+    catalog_candidate_values: int = 1 << 20
+    #: chunks between two returns of the C heap's freed pages to the system
+    #: (``counting.release_freed``: glibc's ``malloc_trim``, about 4 ms each)
+    catalog_trim_every: int = 64
+    #: for a user's scorer, the relative half-width of the band around a relevant item's
+    #: score (taken once for the batch) inside which a catalog score is kept aside and compared
+    #: with the exact score of the item's own chunk (embeddings take the dot product's rounding
+    #: bound instead)
+    catalog_callable_band: float = 1e-4
+    #: Keras ``FactorizedTopK`` and the Keras catalog metrics: candidates scored at a time
+    #: (``DEFAULT_CHUNK_SIZE``; with 1,024 queries a float32 chunk is 16 MiB, eagerly with its
+    #: comparisons at most about 64 MiB)
+    keras_catalog_chunk: int = 4096
+
 
 #: today's sizes (each measured where it was introduced)
 SIZES = Sizes()

@@ -16,9 +16,9 @@ It also flags each query for which a candidate score is NaN or ``+inf`` (TFRS's
 ``tf.math.in_top_k`` gives no hit to a row holding a non-finite score; see
 ``docs/factorized_top_k.md``).
 
-:data:`DEFAULT_CHUNK_SIZE` is the one size this module owns (kept here as a named constant
-until the project has one module of sizes): with 1,024 queries a float32 chunk of scores is
-16 MiB (eagerly, with its comparisons, at most about 16 bytes per score: 64 MiB).
+:data:`DEFAULT_CHUNK_SIZE` is ``SIZES.keras_catalog_chunk`` of :mod:`rankstream.core.sizes` (the
+one owner of sizes): with 1,024 queries a float32 chunk of scores is 16 MiB (eagerly, with its
+comparisons, at most about 16 bytes per score: 64 MiB).
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from typing import Any
 import numpy as np
 
 from rankstream.core.backends.keras_ops import is_tracing
+from rankstream.core.sizes import SIZES
 
 #: candidates scored at a time; (B, DEFAULT_CHUNK_SIZE) scores in memory
-DEFAULT_CHUNK_SIZE = 4096
+DEFAULT_CHUNK_SIZE = SIZES.keras_catalog_chunk
 
 
 def check_chunk_size(chunk_size: Any) -> int:

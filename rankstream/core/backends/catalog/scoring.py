@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rankstream.core.backends.catalog.budget import CALLABLE_BAND
+from rankstream.core import sizes as _sizes
 
 SIMILARITIES = ("dot", "cosine")
 
@@ -81,11 +81,19 @@ class EmbeddingScorer:
         norm = torch.linalg.vector_norm(x, dim=1, keepdim=True)
         return x / torch.where(norm > 0, norm, torch.ones_like(norm))
 
-    def chunk(self, queries: Any, start: int, stop: int, rows: int) -> Any:
-        """``(Q, stop - start)`` scores."""
+    #: :meth:`chunk` can write into a given tensor (the counting reuses one across chunks)
+    writes_into = True
+
+    def chunk(self, queries: Any, start: int, stop: int, rows: int, out: Any = None) -> Any:
+        """``(Q, stop - start)`` scores; written into ``out`` where it is a tensor of that shape
+        and dtype (no fresh pages per chunk)."""
         import torch
 
-        return torch.matmul(queries, self._normal(self.items[start:stop]).T)
+        e = self._normal(self.items[start:stop]).T
+        shape = (int(queries.shape[0]), stop - start)
+        if out is not None and tuple(out.shape) == shape and out.dtype == queries.dtype:
+            return torch.matmul(queries, e, out=out)
+        return torch.matmul(queries, e)
 
     def relevant(self, queries: Any, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(t, band)``: each slot's score alone in float64 ``(Q, M)``, and per query the half-width
@@ -147,12 +155,14 @@ class CallableScorer:
 
     def relevant(self, queries: Any, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(t, band)``: the relevant items' scores from one call over their ids (every query
-        against the union), and a band of :data:`CALLABLE_BAND` times the largest ``|t|`` per query."""
+        against the union), and a band of ``SIZES.catalog_callable_band`` times the largest ``|t|``
+        per query."""
         t, bound = self.relevant_each(queries, ids)
         return t, bound.max(axis=1, initial=0.0)
 
     def relevant_each(self, queries: Any, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(t, bound)`` ``(Q, M)``: the slots' scores and :data:`CALLABLE_BAND` times each ``|t|``."""
+        """``(t, bound)`` ``(Q, M)``: the slots' scores and ``SIZES.catalog_callable_band`` times
+        each ``|t|``."""
         import torch
 
         union, inverse = np.unique(ids, return_inverse=True)
@@ -168,7 +178,7 @@ class CallableScorer:
                 f"score gave item {int(ids[q, c])} of query {q} a NaN score; NaN scores are not ranked"
             )
         scale = np.where(np.isfinite(t), np.abs(t), 0.0)
-        return t, CALLABLE_BAND * scale + np.finfo(np.float32).tiny
+        return t, _sizes.SIZES.catalog_callable_band * scale + np.finfo(np.float32).tiny
 
 
 def _what(x: Any) -> str:

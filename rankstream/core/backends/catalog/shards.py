@@ -73,8 +73,14 @@ class ShardScorer:
     def queries(self, queries: Any) -> Any:
         return self.inner.queries(queries)
 
-    def chunk(self, queries: Any, start: int, stop: int, rows: int) -> Any:
-        return self.inner.chunk(queries, start - self.shift, stop - self.shift, rows)
+    @property
+    def writes_into(self) -> bool:
+        return bool(getattr(self.inner, "writes_into", False))
+
+    def chunk(self, queries: Any, start: int, stop: int, rows: int, out: Any = None) -> Any:
+        if out is None:
+            return self.inner.chunk(queries, start - self.shift, stop - self.shift, rows)
+        return self.inner.chunk(queries, start - self.shift, stop - self.shift, rows, out=out)
 
     def summed(self, parts: list[np.ndarray], failure: BaseException | None) -> list[np.ndarray]:
         """``parts`` summed over the processes (one reduction), after a failure flag: raises on
