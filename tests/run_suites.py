@@ -49,14 +49,15 @@ def side_by_side(make: str, suites: list[str]) -> dict[str, tuple[int, float]]:
             cmd = ["nice", "-n", NICE, *make_command(make, suite)]
             background[suite] = (subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT), log)
         print(f"== make test: {suite} started beside the core suite (log: {log})", flush=True)
-    rc = subprocess.call(make_command(make, suites[0]))
-    results = {suites[0]: (rc, time.monotonic() - start)}
+    core = subprocess.Popen(make_command(make, suites[0]))  # prints as it goes
+    procs = {suites[0]: core, **{suite: proc for suite, (proc, _) in background.items()}}
     ended: dict[str, float] = {}
-    while len(ended) < len(background):  # note when each ends, to report its time
-        for suite, (proc, _) in background.items():
+    while len(ended) < len(procs):  # note when each ends, to report its time
+        for suite, proc in procs.items():
             if suite not in ended and proc.poll() is not None:
                 ended[suite] = time.monotonic() - start
         time.sleep(0.5)
+    results = {suites[0]: (core.returncode, ended[suites[0]])}
     for suite, (proc, log) in background.items():
         sys.stdout.write(log.read_text(errors="replace"))
         sys.stdout.flush()
