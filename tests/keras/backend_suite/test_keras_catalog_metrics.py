@@ -186,6 +186,33 @@ def test_empty_batch_config_and_unsupported():
         CatalogMetrics(["ndcg@3"], candidates=items, chunk_size=0)
 
 
+def test_every_empty_batch_is_a_no_op():
+    """Between two real batches, every empty form (ids and embeddings of 0 rows, the dict form
+    with grades, an empty weight vector) leaves every variable bitwise as it was, and the result
+    is the two real batches' (the generic empty-batch test of the suite covers the metrics that
+    take scores and labels)."""
+    rng = np.random.default_rng(6)
+    items = quantised(rng, N, D)
+    real = [(relevant_ids(rng, H), quantised(rng, H, D)) for _ in range(2)]
+    empty_ids, empty_q = np.zeros((0, M), "int32"), np.zeros((0, D), "float32")
+    empties = [
+        (empty_ids, empty_q, None),
+        (empty_ids, empty_q, np.zeros(0, "float32")),
+        ({"ids": empty_ids, "grades": np.zeros((0, M), "float32")}, empty_q, None),
+    ]
+    names = ["ndcg@3", "mrr", "recall@5"]
+    fed, plain = (CatalogMetrics(names, candidates=items, chunk_size=4) for _ in range(2))
+    for ids, q in real:
+        plain.update_state(ids, q)
+        fed.update_state(ids, q)
+        before = [np.array(K.convert_to_numpy(v), copy=True) for v in fed.variables]
+        for y, x, w in empties:
+            fed.update_state(y, x, sample_weight=w)
+        after = [np.array(K.convert_to_numpy(v), copy=True) for v in fed.variables]
+        assert [a.tobytes() for a in after] == [b.tobytes() for b in before]
+    assert values(fed.result()) == values(plain.result())
+
+
 def test_bad_input_raises_and_leaves_the_state():
     rng = np.random.default_rng(3)
     items, queries = quantised(rng, N, D), quantised(rng, H, D)

@@ -34,6 +34,7 @@ LIST_NAMES = [
         "RankBasedMetrics",
         "PairedComparison",
         "BeyondMetrics",
+        "CatalogMetrics",  # queries' embeddings and relevant ids: test_keras_catalog_metrics.py
     )
 ]
 MAKE = {
