@@ -71,9 +71,10 @@ def candidate_source(candidates: Any, dtype: Any) -> Source:
     return Source(fixed)
 
 
-def current_candidates(source: Source, queries: Any, dtype: Any, name: str) -> Any:
+def current_candidates(source: Source, queries: Any, dtype: Any, name: str, queries_arg: str) -> Any:
     """The ``(N, d)`` candidate embeddings for this update (no gradient), or a ValueError where
-    JAX would read stale weights (:func:`jax_reads_stale`)."""
+    JAX would read stale weights (:func:`jax_reads_stale`) or where their ``d`` is not that of
+    the ``(batch, d)`` ``queries`` (given as the argument ``queries_arg``)."""
     src = source.value
     value = src() if callable(src) and not isinstance(src, keras.Variable) else src
     if isinstance(value, keras.Variable):
@@ -87,6 +88,11 @@ def current_candidates(source: Source, queries: Any, dtype: Any, name: str) -> A
             )
     value = K.stop_gradient(K.cast(K.convert_to_tensor(value), dtype))
     check_candidates(value)
+    if queries.shape[1] != value.shape[1]:
+        raise ValueError(
+            f"{name}: {queries_arg} has d={queries.shape[1]} dimensions (shape {tuple(queries.shape)}) "
+            f"but the candidates have {value.shape[1]} (shape {tuple(value.shape)})"
+        )
     return value
 
 

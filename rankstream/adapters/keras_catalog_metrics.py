@@ -143,13 +143,8 @@ class CatalogMetrics(KernelMetric):
                 f"{self.name}: y_pred must be the queries' embeddings (batch, d) or stacked (batch, 2, d) "
                 f"with the queries first, got shape {tuple(y_pred.shape)}"
             )
-        candidates = current_candidates(self._source, queries, self.dtype, self.name)
+        candidates = current_candidates(self._source, queries, self.dtype, self.name, "y_pred")
         n = int(candidates.shape[0])
-        if shape[1] != candidates.shape[1]:
-            raise ValueError(
-                f"{self.name}: y_pred has d={shape[1]} (shape {shape}) but the candidates have "
-                f"{candidates.shape[1]} (shape {tuple(candidates.shape)})"
-            )
         ids, grades = self._relevant(y_true, shape[0])
         weight = query_weights(sample_weight, queries, self.dtype)
         traced = is_tracing(queries)

@@ -163,7 +163,7 @@ class FactorizedTopK(keras.metrics.Metric):
 
     def _current_candidates(self, queries: Any) -> Any:
         """The (N, d) candidate embeddings for this update."""
-        return current_candidates(self._source, queries, self.dtype, self.name)
+        return current_candidates(self._source, queries, self.dtype, self.name, "query_embeddings")
 
     # -- update ----------------------------------------------------------------------------
     def update_state(
@@ -216,11 +216,6 @@ class FactorizedTopK(keras.metrics.Metric):
                 f"got shapes {q_shape} and {c_shape}"
             )
         candidates = self._current_candidates(queries)
-        if q_shape[1] != candidates.shape[1]:
-            raise ValueError(
-                f"{self.name}: query_embeddings have d={q_shape[1]} dimensions (shape {q_shape}) but the "
-                f"candidates have {candidates.shape[1]} (shape {tuple(candidates.shape)})"
-            )
         weight = query_weights(sample_weight, queries, self.dtype)
         if ids is not None:
             ids = self._true_ids(ids, q_shape[0])
