@@ -15,13 +15,14 @@ import inspect
 import re
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 #: width of a generated ``Args:`` line, its indentation included
 ARGS_WIDTH = 96
 #: a literal (````x > 0````): kept on one line when an argument's description is wrapped
 _LITERAL = re.compile(r"``.+?``")
 _KEPT = "\x00"  # stands for a space inside a literal while wrapping
+_Core = TypeVar("_Core")
 
 
 def describe(text: str, default: Any) -> str:
@@ -87,7 +88,7 @@ def bound_init(
     return __init__
 
 
-def from_arguments(core: Callable[..., Any], arguments: Mapping[str, Any], **given: Any) -> Any:
+def from_arguments(core: Callable[..., _Core], arguments: Mapping[str, Any], **given: Any) -> _Core:
     """``core`` called with ``given`` and, by name, each of ``core``'s other parameters that
     ``arguments`` holds: an adapter's constructor passes its ``locals()`` (first thing, before
     any local of its own) and hands the core object its options of the same names, each named
