@@ -1,5 +1,6 @@
 """Public classes derived from a declaration: an explicit signature, an ``Args:`` section, one
-constructor body; and constructors over a core class that take its arguments (:func:`core_init`).
+constructor body; constructors over a core class that take its arguments (:func:`core_init`); and
+a hand-written constructor's options handed to its core object by name (:func:`from_arguments`).
 
 A derived class is a real class (its own ``__name__``, ``__qualname__`` and ``__module__``,
 picklable once bound to that name in that module) whose ``inspect.signature`` is the one it is
@@ -14,13 +15,14 @@ import inspect
 import re
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 #: width of a generated ``Args:`` line, its indentation included
 ARGS_WIDTH = 96
 #: a literal (````x > 0````): kept on one line when an argument's description is wrapped
 _LITERAL = re.compile(r"``.+?``")
 _KEPT = "\x00"  # stands for a space inside a literal while wrapping
+_Core = TypeVar("_Core")
 
 
 def describe(text: str, default: Any) -> str:
@@ -84,6 +86,17 @@ def bound_init(
     __init__.__qualname__ = qualname
     __init__.__module__ = module
     return __init__
+
+
+def from_arguments(core: Callable[..., _Core], arguments: Mapping[str, Any], **given: Any) -> _Core:
+    """``core`` called with ``given`` and, by name, each of ``core``'s other parameters that
+    ``arguments`` holds: an adapter's constructor passes its ``locals()`` (first thing, before
+    any local of its own) and hands the core object its options of the same names, each named
+    once, in the constructor's signature."""
+    taken = inspect.signature(core).parameters
+    return core(
+        **{name: arguments[name] for name in taken if name in arguments and name not in given}, **given
+    )
 
 
 def core_init(

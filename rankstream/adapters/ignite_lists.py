@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rankstream.adapters.ignite_derive import derived_class, docstring, parameters
+from rankstream.adapters.ignite_derive import derived_class, docstring, from_arguments, parameters
 from rankstream.adapters.ignite_metrics import (
     _CPU,
     FRAMEWORK_ARGS,
@@ -265,16 +265,8 @@ class ListMetrics(KernelMetric):
         query_mode: str = "contiguous",
         items: ItemData | None = None,
     ) -> None:
-        empty = empty_policy(ignore_zero_hits)
-        kernel = CollectionKernel(
-            metrics,
-            PEER_DEFAULTS,
-            empty=empty,
-            ties=ties,
-            seed=seed,
-            confidence=confidence,
-            chance=chance,
-            items=items,
+        kernel = from_arguments(
+            CollectionKernel, locals(), defaults=PEER_DEFAULTS, empty=empty_policy(ignore_zero_hits)
         )
         self.metrics, self.ignore_zero_hits, self.confidence = kernel.metrics, ignore_zero_hits, confidence
         self.chance, self.items = chance, items

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from rankstream.adapters.ignite_derive import derived_class, docstring, parameters
+from rankstream.adapters.ignite_derive import derived_class, docstring, from_arguments, parameters
 from rankstream.adapters.ignite_metrics import (
     _CPU,
     FRAMEWORK_ARGS,
@@ -223,17 +223,7 @@ class RankBasedMetrics(RankMetric):
         median_bins_per_octave: int = MEDIAN_BINS_PER_OCTAVE,
         confidence: float | None = None,
     ) -> None:
-        kernel = RankKernel(
-            ks,
-            rank_type,
-            state_dtype=_state_dtype(device),
-            sides=sides,
-            filtered_scores=filtered_scores,
-            metrics=metrics,
-            median_exact=median_exact,
-            median_bins_per_octave=median_bins_per_octave,
-            confidence=confidence,
-        )
+        kernel = from_arguments(RankKernel, locals(), state_dtype=_state_dtype(device))
         self.ks, self.rank_type, self.sides = kernel.ks, kernel.rank_type, kernel.sides
         self.confidence = kernel.confidence
         super().__init__(kernel, output_transform, device, skip_unrolling, prefix)

@@ -32,7 +32,7 @@ from keras import ops as K
 
 from rankstream.adapters.keras_candidates import candidate_source, current_candidates, query_weights
 from rankstream.adapters.keras_inputs import symbolic
-from rankstream.adapters.keras_lifecycle import unconverted
+from rankstream.adapters.keras_lifecycle import read_only, unconverted
 from rankstream.adapters.keras_state import add_to, resolve_state_dtype, state_variables, total_tensors
 from rankstream.core.backends.keras_catalog import (
     DEFAULT_CHUNK_SIZE,
@@ -136,13 +136,8 @@ class FactorizedTopK(keras.metrics.Metric):
         )
 
     # -- settings --------------------------------------------------------------------------
-    @property
-    def ks(self) -> tuple[int, ...]:
-        return self._ks
-
-    @property
-    def chunk_size(self) -> int:
-        return self._chunk_size
+    ks = read_only("_ks", "tuple[int, ...]")
+    chunk_size = read_only("_chunk_size", "int")
 
     @property
     def keys(self) -> list[str]:

@@ -81,6 +81,18 @@ def _install_unique_logs() -> None:
 _install_unique_logs()
 
 
+def read_only(attribute: str, annotation: str) -> Any:
+    """A metric's public read-only setting: a property with no setter that returns
+    ``self.<attribute>`` (the private attribute the constructor checked and kept), its getter's
+    return annotation ``annotation``."""
+
+    def getter(self: Any) -> Any:
+        return getattr(self, attribute)
+
+    getter.__annotations__ = {"return": annotation}
+    return property(getter)
+
+
 class KernelMetric(keras.metrics.Metric):
     """A Keras ``Metric`` over any rankstream kernel (its ``fields`` become the variables).
 
@@ -132,13 +144,8 @@ class KernelMetric(keras.metrics.Metric):
         )
         self._query: QueryIds | None = None
 
-    @property
-    def kernel(self) -> Kernel:
-        return self._kernel
-
-    @property
-    def prefix(self) -> str:
-        return self._prefix
+    kernel = read_only("_kernel", "Kernel")
+    prefix = read_only("_prefix", "str")
 
     @property
     def state_dtype(self) -> str:

@@ -22,6 +22,8 @@ modules are imported, a row registered later gets its forms from those calls.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rankstream.core.lists.auc import AUCKernel, GAUCKernel
 from rankstream.core.lists.base import WHOLE_LIST, ListKernel
 from rankstream.core.lists.dcg import DCGKernel
@@ -44,12 +46,39 @@ __all__ = [
 ]  # fmt: skip
 
 
+def _row(
+    name: str,
+    kernel: type[ListKernel],
+    *,
+    aliases: tuple[str, ...] = (),
+    function: str | None = None,
+    ignite: Presentation,
+    keras: Presentation,
+    torchmetrics: RetrievalPresentation | None = None,
+) -> ListMetricRow:
+    """A row of the table: its functional form is ``<name>_at_k`` unless it names another."""
+    function = f"{name}_at_k" if function is None else function
+    return ListMetricRow(name, aliases, kernel, function, ignite, keras, torchmetrics)
+
+
+def _keras(
+    name: str,
+    *,
+    doc: str,
+    also: tuple[str, ...] = (),
+    relevance_threshold: float | None = 1.0,
+    **defaults: Any,
+) -> Presentation:
+    """A Keras presentation: keras-rs' relevance (``y >= 1``: ``relevance_threshold=1.0``) unless
+    it says otherwise (None: graded gains), after its other ``defaults``."""
+    return Presentation(name, also, {**defaults, "relevance_threshold": relevance_threshold}, doc)
+
+
 LIST_METRICS: tuple[ListMetricRow, ...] = (
-    ListMetricRow(
-        name="map",
+    _row(
+        "map",
+        MAPKernel,
         aliases=("ap",),
-        kernel=MAPKernel,
-        function="map_at_k",
         ignite=Presentation(
             "MAP",
             doc="""\
@@ -68,10 +97,10 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 ``y > 0``, ties to the earlier index as ignite's ``NDCG``) with ``Z = min(R, k)``.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "MAP",
             also=("MeanAveragePrecision",),
-            defaults={"denominator": "all", "relevance_threshold": 1.0},
+            denominator="all",
             doc="""\
                 Mean average precision at ``k``: a drop-in for ``keras_rs.metrics.MeanAveragePrecision``.
 
@@ -93,11 +122,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 """,
         ),
     ),
-    ListMetricRow(
-        name="ndcg",
-        aliases=(),
-        kernel=NDCGKernel,
-        function="ndcg_at_k",
+    _row(
+        "ndcg",
+        NDCGKernel,
         ignite=Presentation(
             "NDCG",
             defaults={"relevance_threshold": 1.0},
@@ -112,9 +139,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 ignite's. ``compute()`` returns a list ordered by sorted ``top_k``.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "NDCG",
-            defaults={"relevance_threshold": None},
+            relevance_threshold=None,
             doc="""\
                 Normalised discounted cumulative gain at ``k``: a drop-in for ``keras_rs.metrics.NDCG``.
 
@@ -136,11 +163,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 """,
         ),
     ),
-    ListMetricRow(
-        name="dcg",
-        aliases=(),
-        kernel=DCGKernel,
-        function="dcg_at_k",
+    _row(
+        "dcg",
+        DCGKernel,
         ignite=Presentation(
             "DCG",
             defaults={"relevance_threshold": 1.0},
@@ -151,9 +176,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 by ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "DCG",
-            defaults={"relevance_threshold": None},
+            relevance_threshold=None,
             doc="""\
                 Discounted cumulative gain at ``k``: a drop-in for ``keras_rs.metrics.DCG``.
 
@@ -164,11 +189,10 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 """,
         ),
     ),
-    ListMetricRow(
-        name="precision",
+    _row(
+        "precision",
+        PrecisionKernel,
         aliases=("p",),
-        kernel=PrecisionKernel,
-        function="precision_at_k",
         ignite=Presentation(
             "Precision",
             doc="""\
@@ -178,9 +202,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "PrecisionAtK",
-            defaults={"denominator": "valid", "relevance_threshold": 1.0},
+            denominator="valid",
             doc="""\
                 Precision at ``k``: a drop-in for ``keras_rs.metrics.PrecisionAtK``.
 
@@ -201,11 +225,10 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 """,
         ),
     ),
-    ListMetricRow(
-        name="recall",
+    _row(
+        "recall",
+        RecallKernel,
         aliases=("r",),
-        kernel=RecallKernel,
-        function="recall_at_k",
         ignite=Presentation(
             "Recall",
             doc="""\
@@ -214,9 +237,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 (weighted by ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "RecallAtK",
-            defaults={"relevance_threshold": 1.0},
             doc="""\
                 Recall at ``k``: a drop-in for ``keras_rs.metrics.RecallAtK``.
 
@@ -236,11 +258,10 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 """,
         ),
     ),
-    ListMetricRow(
-        name="hit_rate",
+    _row(
+        "hit_rate",
+        HitRateKernel,
         aliases=("hitrate", "success"),
-        kernel=HitRateKernel,
-        function="hit_rate_at_k",
         ignite=Presentation(
             "HitRate",
             defaults={"top_k": 1},
@@ -255,9 +276,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 wherever no tie straddles the ``k``-th place.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "HitRateAtK",
-            defaults={"relevance_threshold": 1.0},
             doc="""\
                 Hit rate at ``k`` (not in keras-rs; in its conventions).
 
@@ -274,10 +294,10 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 """,
         ),
     ),
-    ListMetricRow(
-        name="mrr",
+    _row(
+        "mrr",
+        ReciprocalRankKernel,
         aliases=("rr",),
-        kernel=ReciprocalRankKernel,
         function="reciprocal_rank_at_k",
         ignite=Presentation(
             "MeanReciprocalRank",
@@ -290,10 +310,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 `InverseHarmonicMeanRank`.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "MeanReciprocalRank",
             also=("MRR",),
-            defaults={"relevance_threshold": 1.0},
             doc="""\
                 List-wise MRR at ``k``: a drop-in for ``keras_rs.metrics.MeanReciprocalRank``.
 
@@ -313,10 +332,10 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 """,
         ),
     ),
-    ListMetricRow(
-        name="r_precision",
+    _row(
+        "r_precision",
+        RPrecisionKernel,
         aliases=("rprec",),
-        kernel=RPrecisionKernel,
         function="r_precision",
         ignite=Presentation(
             "RPrecision",
@@ -327,9 +346,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 (a sort per list), so there is no ``top_k``.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "RPrecision",
-            defaults={"relevance_threshold": 1.0},
             doc="""\
                 R-precision (not in keras-rs; in its conventions).
 
@@ -346,11 +364,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 """,
         ),
     ),
-    ListMetricRow(
-        name="f1",
-        aliases=(),
-        kernel=F1Kernel,
-        function="f1_at_k",
+    _row(
+        "f1",
+        F1Kernel,
         ignite=Presentation(
             "F1",
             doc="""\
@@ -360,9 +376,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 ``sample_weight``). ``compute()`` returns a list ordered by sorted ``top_k``.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "F1AtK",
-            defaults={"relevance_threshold": 1.0},
             doc="""\
                 F1 at ``k`` (not in keras-rs; in its conventions).
 
@@ -379,11 +394,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 """,
         ),
     ),
-    ListMetricRow(
-        name="err",
-        aliases=(),
-        kernel=ERRKernel,
-        function="err_at_k",
+    _row(
+        "err",
+        ERRKernel,
         ignite=Presentation(
             "ERR",
             also=("ExpectedReciprocalRank",),
@@ -397,10 +410,10 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 ``top_k``.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "ERR",
             also=("ExpectedReciprocalRank",),
-            defaults={"relevance_threshold": None},
+            relevance_threshold=None,
             doc="""\
                 Expected reciprocal rank at ``k`` (not in keras-rs; in its conventions).
 
@@ -420,11 +433,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 """,
         ),
     ),
-    ListMetricRow(
-        name="rbp",
-        aliases=(),
-        kernel=RBPKernel,
-        function="rbp_at_k",
+    _row(
+        "rbp",
+        RBPKernel,
         ignite=Presentation(
             "RBP",
             also=("RankBiasedPrecision",),
@@ -439,10 +450,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 add) averaged alike; attached as ``name``, the engine gets ``name`` and ``name_residual``.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "RBP",
             also=("RankBiasedPrecision",),
-            defaults={"relevance_threshold": 1.0},
             doc="""\
                 Rank-biased precision with persistence ``p`` (not in keras-rs; in its conventions).
 
@@ -463,10 +473,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 """,
         ),
     ),
-    ListMetricRow(
-        name="auc",
-        aliases=(),
-        kernel=AUCKernel,
+    _row(
+        "auc",
+        AUCKernel,
         function="list_auc",
         ignite=Presentation(
             "ListAUC",
@@ -480,9 +489,8 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 ``compute()`` returns a float. Each list is sorted whole, so there is no ``top_k``.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "ListAUC",
-            defaults={"relevance_threshold": 1.0},
             doc="""\
                 Per-list ROC AUC (relevant meaning ``y >= 1``), averaged over the lists holding both classes.
 
@@ -503,10 +511,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 """,
         ),
     ),
-    ListMetricRow(
-        name="gauc",
-        aliases=(),
-        kernel=GAUCKernel,
+    _row(
+        "gauc",
+        GAUCKernel,
         function="group_auc",
         ignite=Presentation(
             "GAUC",
@@ -520,10 +527,9 @@ LIST_METRICS: tuple[ListMetricRow, ...] = (
                 ``compute()`` returns a float. Each list is sorted whole, so there is no ``top_k``.
                 """,
         ),
-        keras=Presentation(
+        keras=_keras(
             "GAUC",
             also=("GroupAUC",),
-            defaults={"relevance_threshold": 1.0},
             doc="""\
                 Group AUC weighted by impressions (the DIN paper's GAUC), relevant meaning ``y >= 1``.
 
