@@ -39,6 +39,7 @@ from rankstream.core.backends.catalog.comparisons import (
     count_chunk,
     dense_costs,
     edges_in,
+    exact_edges,
     place,
     sample_found,
 )
@@ -198,7 +199,8 @@ def _count_rows(
     scores and sample, already made)."""
     ids, present, order, pad = rows.ids, rows.present, rows.order, rows.pad
     q, m = ids.shape
-    edges: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+    banded: dict[Any, tuple[np.ndarray, np.ndarray]] = {}  # per dtype: the bands' edges
+    edges: dict[Any, tuple[np.ndarray, np.ndarray]] = {}  # and with the known exact scores
     counts = CatalogCounts(np.zeros((q, m), np.int64), np.full((q, m), np.nan), np.zeros(q, np.int64), 0)
     tally = ChunkTally(np.zeros((q, rows.deepest), np.int64))
     flat_ids = np.where(present, ids, -1)
@@ -213,13 +215,17 @@ def _count_rows(
             x = _host(out)
         else:
             x = _host(scorer.chunk(queries, a, b, q))
-        if x.dtype not in edges:
-            edges[x.dtype] = edges_in(x.dtype, rows.lo64, rows.hi64, pad)
-        lo, hi = edges[x.dtype]
         own = (flat_ids >= a) & (flat_ids < b)
         if own.any():
             r, c = np.nonzero(own)
             counts.exact[r, c] = x[r, ids[r, c] - a]
+            edges.clear()  # the slots known now get their exact edges
+        if x.dtype not in edges:
+            if x.dtype not in banded:
+                banded[x.dtype] = edges_in(x.dtype, rows.lo64, rows.hi64, pad)
+            known = np.take_along_axis(counts.exact, order, axis=1)
+            edges[x.dtype] = exact_edges(*banded[x.dtype], known)
+        lo, hi = edges[x.dtype]
         width = b - a
         if tally.found is None:
             tally.found = sample_found(x, lo)
