@@ -229,7 +229,9 @@ def _count_block(
     flags = buf[: k * n].reshape(n, k, padded)
     edges = [lo[r0:r1, dense : dense + 1]] if scan else []
     le_as_lt = not (inf_top and most == np.inf)
-    edges += [lo[r0:r1, :dense], np.nextafter(tops, tops.dtype.type(np.inf))] if le_as_lt else [lo[r0:r1, :dense]]
+    edges.append(lo[r0:r1, :dense])
+    if le_as_lt:
+        edges.append(np.nextafter(tops, tops.dtype.type(np.inf)))
     thr = np.concatenate(edges, axis=1) if len(edges) > 1 else edges[0]
     np.less(part[:, None, :], thr[:, :, None], out=flags[:, : thr.shape[1], :width])
     if not le_as_lt:
@@ -244,11 +246,13 @@ def _count_block(
         lt, le = got[:, scan : scan + dense], got[:, scan + dense :]
         sums[0, :dense, r0:r1], sums[1, :dense, r0:r1] = lt.transpose(1, 0, 2), le.transpose(1, 0, 2)
         # every byte of lt is at most le's (x < lo implies x <= hi), so the lanes of the sums are
-        # too, and equal sums mean equal counts: unequal ones, scores inside the band
-        ii, jj = np.nonzero((lt != le).any(-1))
+        # too, and equal sums mean equal counts: unequal ones, a group of words with scores
+        # inside the band (only those groups' words are scanned)
+        ii, jj, gg = np.nonzero(lt != le)
         if ii.size:  # x < lo false, x <= hi true
-            p, col = _bytes_at(words[ii, scan + jj] ^ words[ii, scan + dense + jj], _ZERO)
-            row = ii[p] + r0
+            spans = words.reshape(n, k, groups, span)
+            p, at = _bytes_at(spans[ii, scan + jj, gg] ^ spans[ii, scan + dense + jj, gg], _ZERO)
+            row, col = ii[p] + r0, gg[p] * (8 * span) + at
             tally.kept.append((row, jj[p], x[row, col].astype(np.float64), col + a, np.ones(p.size)))
 
 

@@ -115,7 +115,8 @@ class CatalogCounts:
         if missing.any():
             q, c = np.argwhere(missing)[0]
             raise ValueError(f"relevant item {int(ids[q, c])} of query {q} was in no counted chunk")
-        off = present & (np.abs(self.exact - approx) > band[:, None]) & np.isfinite(approx)
+        with np.errstate(invalid="ignore"):  # inf - inf where a slot's score is infinite
+            off = present & (np.abs(self.exact - approx) > band[:, None]) & np.isfinite(approx)
         if off.any():
             q, c = np.argwhere(off)[0]
             raise ValueError(
