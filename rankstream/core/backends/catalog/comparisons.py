@@ -85,23 +85,13 @@ class ChunkTally:
     kept: list[tuple[np.ndarray, ...]] = field(default_factory=list)
     found: np.ndarray | None = None
     _buffers: dict[tuple[int, ...], tuple[Any, ...]] = field(default_factory=dict)
-    _plane: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
 
-    def plane(self, q: int, width: int) -> np.ndarray:
-        """The chunk's candidate flags ``(q, 8 ceil(width / 8))`` (``x < lo_D``, written a block of
-        rows at a time and scanned once for the chunk), its bytes past ``width`` true: never a
-        candidate; made once per shape and reused."""
-        if (q, width) not in self._plane:
-            self._plane.clear()
-            self._plane[q, width] = np.ones((q, -(-width // 8) * 8), dtype=bool)
-        return self._plane[q, width]
-
-    def buffers(self, records: int, width: int) -> tuple[Any, Any]:
-        """``(flags, words)``: ``records`` rows of flags of ``width`` bytes padded to 64-bit words
-        (the padding false: not counted), as bytes ``(records, padded)`` and as torch 64-bit words
-        ``(records, groups, span)`` (:func:`_layout`); made once per shape and reused by the
-        chunks and blocks (fresh pages for every chunk cost their faults each time, and
-        fragment the heap)."""
+    def buffers(self, records: int, width: int) -> tuple[Any, Any, np.ndarray]:
+        """``(flags, words, full)``: ``records`` rows of flags of ``width`` bytes padded to 64-bit
+        words (the padding false: not counted), as bytes ``(records, padded)`` and as torch 64-bit
+        words ``(records, groups, span)`` (:func:`_layout`), and ``full`` ``(groups,)``, the word
+        sums of a row of ``width`` true flags; made once per shape and reused by the chunks and
+        blocks (fresh pages for every chunk cost their faults each time, and fragment the heap)."""
         key = (records, width)
         if key not in self._buffers:
             import torch
@@ -110,7 +100,10 @@ class ChunkTally:
             self._buffers.clear()
             flags = np.zeros((records, padded), dtype=bool)
             words = torch.from_numpy(flags.view(np.int64)).view(records, groups, span)
-            self._buffers[key] = (flags, words)
+            row = np.zeros(padded, dtype=bool)
+            row[:width] = True
+            full = row.view(np.int64).reshape(groups, span).sum(-1)
+            self._buffers[key] = (flags, words, full)
         return self._buffers[key]
 
 
@@ -138,7 +131,7 @@ def dense_costs(found: np.ndarray, width: int) -> np.ndarray:
     chunk had them per item of width: ``found``); ``inf`` past what a row's flags fit in
     :func:`flag_bytes` (per query: a whole chunk's budget over its rows)."""
     q, deepest = found.shape
-    most = flag_bytes(q, width) // _layout(width)[2] // 2
+    most = max(0, (flag_bytes(q, width) // _layout(width)[2] - 1) // 2)
     d = np.arange(deepest + 1)
     cost = 2.0 * d + _sizes.SIZES.catalog_candidate_cost * np.concatenate([found, np.zeros((q, 1))], 1)
     cost[:, d > most] = np.inf
@@ -165,7 +158,7 @@ def count_chunk(
 
     The dense flags' word sums of every block go into one array, counted once for the chunk
     (:func:`_true_counts`); a block only compares their raw sums to find the rows with scores
-    inside a band. The candidate flags of every block go into one plane, scanned once."""
+    inside a band."""
     q, width = x.shape
     deepest = lo.shape[1]
     records = max(1, flag_bytes(q, width) // _layout(width)[2])  # rows of flags the budget holds
@@ -174,16 +167,8 @@ def count_chunk(
     deep = max(dense for _, _, dense in blocks)
     sums = np.zeros((2, deep, q, _layout(width)[0]), np.int64)  # x < lo_j, x <= hi_j
     cand: list[tuple[np.ndarray, np.ndarray]] = []
-    plane, scanned = tally.plane(q, width), []
     for r0, r1, dense in blocks:
-        _count_block(x, a, r0, r1, dense, lo, hi, tally, records, sums, cand, plane)
-        if dense < deepest and scanned and scanned[-1][1] == r0:  # candidate planes: their
-            scanned[-1] = (scanned[-1][0], r1)  # runs of rows scanned at once
-        elif dense < deepest:
-            scanned.append((r0, r1))
-    for r0, r1 in scanned:  # the scores not below lo_D (or NaN): the plane's false bytes
-        rr, cc = _bytes_at(plane[r0:r1].view(np.uint64), _ONES)
-        cand.append((rr + r0, cc))
+        _count_block(x, a, r0, r1, dense, lo, hi, tally, records, sums, cand)
     lt, le = _true_counts(sums)  # (deep, Q) each; zero past a row's dense slots
     dense_slot = np.arange(deep)[None, :] < first[:, None]
     tally.above[:, :deep] += np.where(dense_slot, width - le.T, 0)
@@ -200,12 +185,12 @@ def _blocks(cost: np.ndarray, records: int) -> list[tuple[int, int, int]]:
     row among them wants more (so a block of rows that want few dense slots is long: fewer, larger
     numpy calls); ``D`` the least total cost of the block's rows among the splits that fit."""
     q = cost.shape[0]
-    want = np.maximum(1, 2 * np.argmin(cost, axis=1))  # each row's planes at its own best split
+    want = 1 + 2 * np.argmin(cost, axis=1)  # each row's planes of flags at its own best split
     out, r0 = [], 0
     while r0 < q:
         n = max(1, min(q - r0, records // int(want[r0])))
         n = max(1, min(n, records // int(want[r0 : r0 + n].max())))
-        fits = records // n // 2  # dense slots n rows of flags can take
+        fits = max(0, (records // n - 1) // 2)  # dense slots n rows of flags can take
         out.append((r0, r0 + n, int(np.argmin(cost[r0 : r0 + n, : fits + 1].sum(0)))))
         r0 += n
     return out
@@ -214,55 +199,61 @@ def _blocks(cost: np.ndarray, records: int) -> list[tuple[int, int, int]]:
 def _count_block(
     x: np.ndarray, a: int, r0: int, r1: int, dense: int, lo: np.ndarray, hi: np.ndarray,
     tally: ChunkTally, records: int, sums: np.ndarray, cand: list[tuple[np.ndarray, np.ndarray]],
-    plane: np.ndarray,
 ) -> None:  # fmt: skip
     """The rows ``r0...r1`` of the chunk ``x`` with their ``dense`` lowest slots dense: their flags'
     raw word sums into ``sums[:, :dense, r0:r1]``, the scores inside a dense slot's band into
-    ``tally.kept``, and where some slot is by candidates, ``x < lo_D`` into the candidate
-    ``plane`` (its false bytes, NaN among them, are the candidates).
+    ``tally.kept``, the candidates (scores not below ``lo_D``, and NaN) into ``cand``.
 
-    One ``np.less`` per block writes a row's dense flags side by side, ``(rows, edges, width)``
-    (the row's scores stay in the L1 cache over its edges): ``x < lo_j``, and ``x <= hi_j`` as
-    ``x < next(hi_j)`` (the next value of the dtype above ``hi_j``: the same for every ``x``, NaN
-    and the infinities included, where ``hi_j`` is finite). Where a dense ``hi_j`` is ``+inf``
-    (padding) and the block holds a ``+inf`` score, ``x <= hi_j`` is compared as such (a second
-    call). Where every slot is dense there is no candidate plane: a NaN score shows as a NaN
-    maximum of the block, and only then are its rows searched for NaN."""
+    One ``np.less`` per block writes a row's flags side by side, ``(rows, edges, width)`` (the
+    row's scores stay in the L1 cache over its edges): ``x < lo_D`` (the candidate plane, where
+    some slot is by candidates), ``x < lo_j``, and ``x <= hi_j`` as ``x < next(hi_j)`` (the next
+    value of the dtype above ``hi_j``: the same for every ``x``, NaN and the infinities included,
+    where ``hi_j`` is finite). Where a dense ``hi_j`` is ``+inf`` (padding) and the block holds a
+    ``+inf`` score, ``x <= hi_j`` is compared as such (a second call). Where every slot is dense
+    there is no candidate plane: a NaN score shows as a NaN maximum of the block, and only then
+    are its rows searched for NaN."""
     n, width = r1 - r0, x.shape[1]
     groups, span, padded = _layout(width)
+    buf, buf_words, full = tally.buffers(records, width)
     part = x[r0:r1]
-    scan = dense < lo.shape[1]
-    if scan:
-        np.less(part, lo[r0:r1, dense, None], out=plane[r0:r1, :width])
+    scan = int(dense < lo.shape[1])  # a first plane of x < lo_D: the candidates are its false bytes
+    k = scan + 2 * dense
     tops = hi[r0:r1, :dense]
     inf_top = bool(np.isposinf(tops).any())
     most = np.maximum.reduce(part, axis=None) if inf_top or not scan else None
     if not scan and np.isnan(most):
         rr, cc = np.nonzero(np.isnan(part))
         cand.append((rr + r0, cc))
-    if not dense:
+    if not k:
         return
-    buf, buf_words = tally.buffers(records, width)
-    k = 2 * dense
     flags = buf[: k * n].reshape(n, k, padded)
-    if not (inf_top and most == np.inf):
-        thr = np.concatenate([lo[r0:r1, :dense], np.nextafter(tops, tops.dtype.type(np.inf))], axis=1)
-        np.less(part[:, None, :], thr[:, :, None], out=flags[:, :, :width])
-    else:
-        np.less(part[:, None, :], lo[r0:r1, :dense, None], out=flags[:, :dense, :width])
-        np.less_equal(part[:, None, :], tops[:, :, None], out=flags[:, dense:, :width])
+    edges = [lo[r0:r1, dense : dense + 1]] if scan else []
+    le_as_lt = not (inf_top and most == np.inf)
+    edges.append(lo[r0:r1, :dense])
+    if le_as_lt:
+        edges.append(np.nextafter(tops, tops.dtype.type(np.inf)))
+    thr = np.concatenate(edges, axis=1) if len(edges) > 1 else edges[0]
+    np.less(part[:, None, :], thr[:, :, None], out=flags[:, : thr.shape[1], :width])
+    if not le_as_lt:
+        np.less_equal(part[:, None, :], tops[:, :, None], out=flags[:, scan + dense :, :width])
     got = buf_words[: k * n].view(n, k, groups, span).sum(-1).numpy()  # (n, k, groups)
-    lt, le = got[:, :dense], got[:, dense:]
-    sums[0, :dense, r0:r1], sums[1, :dense, r0:r1] = lt.transpose(1, 0, 2), le.transpose(1, 0, 2)
-    # every byte of lt is at most le's (x < lo implies x <= hi), so the lanes of the sums are too,
-    # and equal sums mean equal counts: unequal ones, a group of words with scores inside the band
-    # (only those groups' words are scanned)
-    ii, jj, gg = np.nonzero(lt != le)
-    if ii.size:  # x < lo false, x <= hi true
-        spans = flags.view(np.uint64).reshape(n, k, groups, span)
-        p, at = _bytes_at(spans[ii, jj, gg] ^ spans[ii, dense + jj, gg], _ZERO)
-        row, col = ii[p] + r0, gg[p] * (8 * span) + at
-        tally.kept.append((row, jj[p], x[row, col].astype(np.float64), col + a, np.ones(p.size)))
+    words = flags.view(np.uint64)  # (n, k, padded / 8)
+    if scan and (got[:, 0] != full).any():  # some row's plane is not all true: its false bytes
+        rr, cc = _bytes_at(words[:, 0, : -(-width // 8)], _ONES)  # the words holding scores
+        keep = cc < width  # a last word's padding (false) cut
+        cand.append((rr[keep] + r0, cc[keep]))
+    if dense:
+        lt, le = got[:, scan : scan + dense], got[:, scan + dense :]
+        sums[0, :dense, r0:r1], sums[1, :dense, r0:r1] = lt.transpose(1, 0, 2), le.transpose(1, 0, 2)
+        # every byte of lt is at most le's (x < lo implies x <= hi), so the lanes of the sums are
+        # too, and equal sums mean equal counts: unequal ones, a group of words with scores
+        # inside the band (only those groups' words are scanned)
+        ii, jj, gg = np.nonzero(lt != le)
+        if ii.size:  # x < lo false, x <= hi true
+            spans = words.reshape(n, k, groups, span)
+            p, at = _bytes_at(spans[ii, scan + jj, gg] ^ spans[ii, scan + dense + jj, gg], _ZERO)
+            row, col = ii[p] + r0, gg[p] * (8 * span) + at
+            tally.kept.append((row, jj[p], x[row, col].astype(np.float64), col + a, np.ones(p.size)))
 
 
 def _bytes_at(words: np.ndarray, flip: np.uint64) -> tuple[np.ndarray, np.ndarray]:
