@@ -258,26 +258,14 @@ def _count_block(
 
 def _bytes_at(words: np.ndarray, flip: np.uint64) -> tuple[np.ndarray, np.ndarray]:
     """``(row, byte)`` of the nonzero bytes of ``words ^ flip`` (``words``: ``(rows, per_row)``
-    64-bit words of flags, each byte 0 or 1, any strides: a plane of the block's flags is read
-    where it lies), in no set order: the words that differ from ``flip`` first (an eighth of the bytes
-    to scan, through a bool mask: numpy's fast scan). A word with one such byte (most, where they
-    are sparse) has the value ``2^(8 b)``, its byte ``b`` read from the float64 exponent (exact);
-    the bytes of the others are scanned."""
+    64-bit words, any strides: a plane of the block's flags is read where it lies), in no set
+    order: the words that differ from ``flip`` first (an eighth of the bytes to scan, through a
+    bool mask: numpy's fast scan), then the bytes of those."""
     nz = np.flatnonzero(words != flip)
     row, word = np.divmod(nz, words.shape[1])
-    diff = words[row, word] ^ flip
-    ones = (diff * _ONES) >> np.uint64(56)  # its true bytes (each 0 or 1: no byte carries)
-    byte = (np.frexp(diff.astype(np.float64))[1] - 1) >> 3
-    many = np.flatnonzero(ones > 1)
-    if many.size:
-        at = np.flatnonzero(diff[many].view(np.uint8))
-        hit = many[at >> 3]
-        keep = np.ones(nz.size, bool)
-        keep[many] = False
-        row = np.concatenate([row[keep], row[hit]])
-        word = np.concatenate([word[keep], word[hit]])
-        byte = np.concatenate([byte[keep], at & 7])
-    return row, word * 8 + byte
+    at = np.flatnonzero((words[row, word] ^ flip).view(np.uint8))
+    hit = at >> 3
+    return row[hit], word[hit] * 8 + (at & 7)
 
 
 def _true_counts(sums: np.ndarray) -> np.ndarray:
