@@ -180,16 +180,17 @@ def count_chunk(
 
 
 def _blocks(cost: np.ndarray, records: int) -> list[tuple[int, int, int]]:
-    """``(r0, r1, D)`` per block of rows: from each block's first row, as many rows as the
-    ``records`` rows of flags hold at that row's best split (:func:`dense_costs`), fewer where a
-    row among them wants more (so a block of rows that want few dense slots is long: fewer, larger
-    numpy calls); ``D`` the least total cost of the block's rows among the splits that fit."""
+    """``(r0, r1, D)`` per block of rows: from each block's first row, the most rows whose number
+    times the planes of flags of the widest among them (each row's at its own best split,
+    :func:`dense_costs`) the ``records`` rows of flags hold (so rows that want few dense slots go
+    in long blocks: fewer, larger numpy calls); ``D`` the least total cost of the block's rows
+    among the splits that fit."""
     q = cost.shape[0]
     want = 1 + 2 * np.argmin(cost, axis=1)  # each row's planes of flags at its own best split
     out, r0 = [], 0
-    while r0 < q:
-        n = max(1, min(q - r0, records // int(want[r0])))
-        n = max(1, min(n, records // int(want[r0 : r0 + n].max())))
+    while r0 < q:  # the most rows whose count times their widest row's planes fit
+        widest = np.maximum.accumulate(want[r0 : r0 + records])
+        n = max(1, int(np.count_nonzero(np.arange(1, widest.size + 1) * widest <= records)))
         fits = max(0, (records // n - 1) // 2)  # dense slots n rows of flags can take
         out.append((r0, r0 + n, int(np.argmin(cost[r0 : r0 + n, : fits + 1].sum(0)))))
         r0 += n
