@@ -187,10 +187,14 @@ def _blocks(cost: np.ndarray, records: int) -> list[tuple[int, int, int]]:
     among the splits that fit."""
     q = cost.shape[0]
     want = 1 + 2 * np.argmin(cost, axis=1)  # each row's planes of flags at its own best split
-    out, r0 = [], 0
+    out, r0, same = [], 0, q > 0 and bool(want.min() == want.max())
     while r0 < q:  # the most rows whose count times their widest row's planes fit
-        widest = np.maximum.accumulate(want[r0 : r0 + records])
-        n = max(1, int(np.count_nonzero(np.arange(1, widest.size + 1) * widest <= records)))
+        if same:  # one width for all (every slot dense, say): blocks of equal rows
+            n = max(1, records // int(want[r0]))
+        else:
+            widest = np.maximum.accumulate(want[r0 : r0 + records])
+            n = max(1, int(np.count_nonzero(np.arange(1, widest.size + 1) * widest <= records)))
+        n = min(n, q - r0)
         fits = max(0, (records // n - 1) // 2)  # dense slots n rows of flags can take
         out.append((r0, r0 + n, int(np.argmin(cost[r0 : r0 + n, : fits + 1].sum(0)))))
         r0 += n
@@ -203,48 +207,38 @@ def _count_block(
 ) -> None:  # fmt: skip
     """The rows ``r0...r1`` of the chunk ``x`` with their ``dense`` lowest slots dense: their flags'
     raw word sums into ``sums[:, :dense, r0:r1]``, the scores inside a dense slot's band into
-    ``tally.kept``, the candidates (scores not below ``lo_D``, and NaN) into ``cand``.
+    ``tally.kept``, the candidates (scores not below ``lo_D``; where every slot is dense, not below
+    ``+inf``: every NaN, and ``+inf``, placed among no slot) into ``cand``.
 
     One ``np.less`` per block writes a row's flags side by side, ``(rows, edges, width)`` (the
-    row's scores stay in the L1 cache over its edges): ``x < lo_D`` (the candidate plane, where
-    some slot is by candidates), ``x < lo_j``, and ``x <= hi_j`` as ``x < next(hi_j)`` (the next
-    value of the dtype above ``hi_j``: the same for every ``x``, NaN and the infinities included,
-    where ``hi_j`` is finite). Where a dense ``hi_j`` is ``+inf`` (padding) and the block holds a
-    ``+inf`` score, ``x <= hi_j`` is compared as such (a second call). Where every slot is dense
-    there is no candidate plane: a NaN score shows as a NaN maximum of the block, and only then
-    are its rows searched for NaN."""
+    row's scores stay in the L1 cache over its edges): ``x < lo_D`` (or ``+inf``), ``x < lo_j``,
+    and ``x <= hi_j`` as ``x < next(hi_j)`` (the next value of the dtype above ``hi_j``: the same
+    for every ``x``, NaN and the infinities included, where ``hi_j`` is finite). A ``+inf`` score
+    is always a candidate (not below any edge), so where a dense ``hi_j`` is ``+inf`` (padding, or
+    a relevant item scored ``+inf``) and a candidate is ``+inf``, ``x <= hi_j`` is compared again
+    as such (a second call) before the flags are counted."""
     n, width = r1 - r0, x.shape[1]
     groups, span, padded = _layout(width)
     buf, buf_words, full = tally.buffers(records, width)
     part = x[r0:r1]
-    scan = int(dense < lo.shape[1])  # a first plane of x < lo_D: the candidates are its false bytes
-    k = scan + 2 * dense
+    k = 1 + 2 * dense
     tops = hi[r0:r1, :dense]
-    inf_top = bool(np.isposinf(tops).any())
-    most = np.maximum.reduce(part, axis=None) if inf_top or not scan else None
-    if not scan and np.isnan(most):
-        rr, cc = np.nonzero(np.isnan(part))
-        cand.append((rr + r0, cc))
-    if not k:
-        return
+    first = lo[r0:r1, dense : dense + 1] if dense < lo.shape[1] else np.full((n, 1), np.inf, x.dtype)
+    thr = np.concatenate([first, lo[r0:r1, :dense], np.nextafter(tops, tops.dtype.type(np.inf))], axis=1)
     flags = buf[: k * n].reshape(n, k, padded)
-    edges = [lo[r0:r1, dense : dense + 1]] if scan else []
-    le_as_lt = not (inf_top and most == np.inf)
-    edges.append(lo[r0:r1, :dense])
-    if le_as_lt:
-        edges.append(np.nextafter(tops, tops.dtype.type(np.inf)))
-    thr = np.concatenate(edges, axis=1) if len(edges) > 1 else edges[0]
-    np.less(part[:, None, :], thr[:, :, None], out=flags[:, : thr.shape[1], :width])
-    if not le_as_lt:
-        np.less_equal(part[:, None, :], tops[:, :, None], out=flags[:, scan + dense :, :width])
+    np.less(part[:, None, :], thr[:, :, None], out=flags[:, :, :width])
     got = buf_words[: k * n].view(n, k, groups, span).sum(-1).numpy()  # (n, k, groups)
     words = flags.view(np.uint64)  # (n, k, padded / 8)
-    if scan and (got[:, 0] != full).any():  # some row's plane is not all true: its false bytes
+    if (got[:, 0] != full).any():  # some row's first plane is not all true: its false bytes
         rr, cc = _bytes_at(words[:, 0, : -(-width // 8)], _ONES)  # the words holding scores
         keep = cc < width  # a last word's padding (false) cut
-        cand.append((rr[keep] + r0, cc[keep]))
+        rr, cc = rr[keep], cc[keep]
+        cand.append((rr + r0, cc))
+        if np.isposinf(tops).any() and np.isposinf(part[rr, cc]).any():
+            np.less_equal(part[:, None, :], tops[:, :, None], out=flags[:, 1 + dense :, :width])
+            got = buf_words[: k * n].view(n, k, groups, span).sum(-1).numpy()
     if dense:
-        lt, le = got[:, scan : scan + dense], got[:, scan + dense :]
+        lt, le = got[:, 1 : 1 + dense], got[:, 1 + dense :]
         sums[0, :dense, r0:r1], sums[1, :dense, r0:r1] = lt.transpose(1, 0, 2), le.transpose(1, 0, 2)
         # every byte of lt is at most le's (x < lo implies x <= hi), so the lanes of the sums are
         # too, and equal sums mean equal counts: unequal ones, a group of words with scores
@@ -252,7 +246,7 @@ def _count_block(
         ii, jj, gg = np.nonzero(lt != le)
         if ii.size:  # x < lo false, x <= hi true
             spans = words.reshape(n, k, groups, span)
-            p, at = _bytes_at(spans[ii, scan + jj, gg] ^ spans[ii, scan + dense + jj, gg], _ZERO)
+            p, at = _bytes_at(spans[ii, 1 + jj, gg] ^ spans[ii, 1 + dense + jj, gg], _ZERO)
             row, col = ii[p] + r0, gg[p] * (8 * span) + at
             tally.kept.append((row, jj[p], x[row, col].astype(np.float64), col + a, np.ones(p.size)))
 
