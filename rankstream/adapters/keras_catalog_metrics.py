@@ -65,10 +65,23 @@ class CatalogMetrics(KernelMetric):
     :class:`rankstream.keras.FactorizedTopK` reads it); ``y_true`` each query's relevant item
     ids ``(batch, M)`` (integers, ``-1`` pads), or with grades ``(batch, M, 2)`` (``[..., 0]``
     the ids, ``[..., 1]`` the grades, > 0; a float array in ``compile``) or ``{"ids": ...,
-    "grades": ...}``; ``sample_weight`` None, a scalar, ``(batch,)`` or ``(batch, 1)`` (per
-    query; keras-rs's list weights). Eagerly, ids out of ``[-1, N)``, a repeated id in a row,
-    grades not > 0 and NaN scores raise naming the argument, the state untouched; in a compiled
-    step such a query is left out and counted in ``invalid`` (``result()`` NaN).
+    "grades": ..., "exclude": ...}``; ``sample_weight`` None, a scalar, ``(batch,)`` or
+    ``(batch, 1)`` (per query; keras-rs's list weights). Eagerly, ids out of ``[-1, N)``, a
+    repeated id in a row, grades not > 0 and NaN scores raise naming the argument, the state
+    untouched; in a compiled step such a query is left out and counted in ``invalid``
+    (``result()`` NaN).
+
+    Exclusions (the filtered setting, as ``rankstream.catalog.CatalogMetrics``'s ``exclude``):
+    ``y_true["exclude"]`` ``(batch, E)`` integer ids, ``-1`` pads, each query's items left out
+    of its list (a set: repeats count once). Query ``i``'s list is the catalog less its
+    excluded set ``X_i``, ``n_i = N - |X_i|`` items: ``result()`` is the dense metric with
+    ``X_i`` masked out of row ``i``. Counted as a correction, per slot ``r``: ``above -= #{e in
+    X_i : s_ie > s_ir}``, ``tied -= #{e in X_i : s_ie = s_ir}``, ``tied_before -= #{e in X_i :
+    s_ie = s_ir, e < r}``; the metrics reading the list's length (a whole-list ``k``,
+    precision's ``min(k, n)`` (``denominator="valid"``, keras-rs's), F1, RBP's residual, AUC,
+    GAUC's weight) read ``n_i``. A relevant item also excluded, or an excluded id out of
+    ``[-1, N)``, raises naming ``exclude`` (compiled: the query is left out, counted in
+    ``invalid``).
 
     Args:
         metrics: names as :class:`rankstream.keras.ListMetrics` takes them (``"ndcg@10"``,
