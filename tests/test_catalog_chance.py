@@ -59,6 +59,21 @@ def test_chance_equals_the_dense_path_on_small_catalogs(data, ties, empty, thres
     assert_same(got, ref)
 
 
+def test_every_item_relevant_leaves_nothing_to_adjust():
+    """A catalog whose items are all relevant to the query: every ordering gives the same value,
+    so the expectation is the value itself (MRR's exactly 1, not 1 + 2^-52) and the adjusted
+    index (v - E) / (max - E) is 0/0, NaN, as on the dense path (hypothesis found this)."""
+    items = np.array([[0, 0], [1, 2], [-2, -2], [2, 2]], np.float32)
+    queries = np.array([[-1, -1]], np.float32)
+    relevant, exclude = [np.array([0, 2, 3, 1])], [np.array([], dtype=np.int64)]
+    names = chance_names(4)
+    conv = dict(ties="first", chance=True)
+    ref = dense(names, queries, items, relevant, exclude, None, **conv)
+    got = catalog_metrics(names, queries, relevant, items, exclude=exclude, chunk_size=7, **conv)
+    assert np.isnan(ref["mrr_adjusted"]) and ref["mrr_expected"] == 1.0
+    assert_same(got, ref)
+
+
 def test_chance_with_weights_batches_and_random_ties():
     """List weights, two batches merged into one state, a callable discount and gain, and
     ``ties="random"``, whose chance terms (the expectation) do not depend on the draw."""

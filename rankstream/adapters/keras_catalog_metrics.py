@@ -65,10 +65,23 @@ class CatalogMetrics(KernelMetric):
     :class:`rankstream.keras.FactorizedTopK` reads it); ``y_true`` each query's relevant item
     ids ``(batch, M)`` (integers, ``-1`` pads), or with grades ``(batch, M, 2)`` (``[..., 0]``
     the ids, ``[..., 1]`` the grades, > 0; a float array in ``compile``) or ``{"ids": ...,
-    "grades": ...}``; ``sample_weight`` None, a scalar, ``(batch,)`` or ``(batch, 1)`` (per
-    query; keras-rs's list weights). Eagerly, ids out of ``[-1, N)``, a repeated id in a row,
-    grades not > 0 and NaN scores raise naming the argument, the state untouched; in a compiled
-    step such a query is left out and counted in ``invalid`` (``result()`` NaN).
+    "grades": ..., "exclude": ...}``; ``sample_weight`` None, a scalar, ``(batch,)`` or
+    ``(batch, 1)`` (per query; keras-rs's list weights). Eagerly, ids out of ``[-1, N)``, a
+    repeated id in a row, grades not > 0 and NaN scores raise naming the argument, the state
+    untouched; in a compiled step such a query is left out and counted in ``invalid``
+    (``result()`` NaN).
+
+    Exclusions (the filtered setting, as ``rankstream.catalog.CatalogMetrics``'s ``exclude``):
+    ``y_true["exclude"]`` ``(batch, E)`` integer ids, ``-1`` pads, each query's items left out
+    of its list (a set: repeats count once). Query ``i``'s list is the catalog less its
+    excluded set ``X_i``, ``n_i = N - |X_i|`` items: ``result()`` is the dense metric with
+    ``X_i`` masked out of row ``i``. Counted as a correction, per slot ``r``: ``above -= #{e in
+    X_i : s_ie > s_ir}``, ``tied -= #{e in X_i : s_ie = s_ir}``, ``tied_before -= #{e in X_i :
+    s_ie = s_ir, e < r}``; the metrics reading the list's length (a whole-list ``k``,
+    precision's ``min(k, n)`` (``denominator="valid"``, keras-rs's), F1, RBP's residual, AUC,
+    GAUC's weight) read ``n_i``. A relevant item also excluded, or an excluded id out of
+    ``[-1, N)``, raises naming ``exclude`` (compiled: the query is left out, counted in
+    ``invalid``).
 
     Args:
         metrics: names as :class:`rankstream.keras.ListMetrics` takes them (``"ndcg@10"``,
@@ -145,27 +158,36 @@ class CatalogMetrics(KernelMetric):
             )
         candidates = current_candidates(self._source, queries, self.dtype, self.name, "y_pred")
         n = int(candidates.shape[0])
-        ids, grades = self._relevant(y_true, shape[0])
+        ids, grades, exclude = self._relevant(y_true, shape[0])
+        if isinstance(sample_weight, Mapping) and "ids" in sample_weight:
+            sample_weight = sample_weight["ids"]  # Keras's copy per entry of a dict y_true
         weight = query_weights(sample_weight, queries, self.dtype)
         traced = is_tracing(queries)
         flags = self._check_ids(ids, grades, n, traced)
+        kept, ex_flags = (None, None) if exclude is None else excluded_once(exclude, ids, n, traced)
+        flags = ex_flags if flags is None else flags if ex_flags is None else K.logical_or(flags, ex_flags)
         if shape[0] == 0:
             return None
         ids = K.cast(ids, "int32")  # whole numbers in [-1, N) (checked above; else flagged)
-        sums, nan = self._counted(queries, candidates, ids, grades, weight, flags)
+        sums, nan = self._counted(queries, candidates, ids, grades, weight, flags, kept)
         if not traced and bool(K.convert_to_numpy(K.any(nan))):
             rows = np.nonzero(K.convert_to_numpy(nan))[0].tolist()
             raise ValueError(f"{self.name}: y_pred scores NaN against the candidates in rows {rows[:10]}")
         return sums
 
     def _counted(
-        self, queries: Any, candidates: Any, ids: Any, grades: Any, weight: Any, flags: Any
+        self, queries: Any, candidates: Any, ids: Any, grades: Any, weight: Any, flags: Any, kept: Any
     ) -> tuple[dict[str, Any], Any]:
         """Every metric's sums of one checked batch and the rows with a NaN score (left out of
-        the sums and counted as invalid, with ``flags``' rows)."""
-        above, tied, before, nan = slot_counts(queries, candidates, ids, self.chunk_size)
-        ranks = SlotRanks(above, tied, before, grades, K.greater_equal(ids, 0), int(candidates.shape[0]),
-                          self.ties, self._work)  # fmt: skip
+        the sums and counted as invalid, with ``flags``' rows); ``kept`` the excluded ids, each
+        valid one once (-1 elsewhere), or None."""
+        n = int(candidates.shape[0])
+        above, tied, before, nan = slot_counts(queries, candidates, ids, self.chunk_size, kept)
+        length = None
+        if kept is not None:
+            length = float(n) - K.sum(K.cast(K.greater_equal(kept, 0), self._work), axis=1)
+        present = K.greater_equal(ids, 0)
+        ranks = SlotRanks(above, tied, before, grades, present, n, self.ties, self._work, length)
         invalid = nan if flags is None else K.logical_or(flags, nan)
         weight = K.cast(weight, self._work)
         ops = keras_ops(queries)
@@ -175,14 +197,18 @@ class CatalogMetrics(KernelMetric):
             out.update({f"{member_key(member)}__{f}": v for f, v in sums.items()})
         return out, nan
 
-    def _relevant(self, y_true: Any, b: Any) -> tuple[Any, Any]:
-        """``(ids, grades)`` ``(batch, M)``: int32 ids (-1 pads) and the grades (1 without)."""
+    def _relevant(self, y_true: Any, b: Any) -> tuple[Any, Any, Any]:
+        """``(ids, grades, exclude)``: ``(batch, M)`` ids (-1 pads) and grades (1 without), and
+        the excluded ids ``(batch, E)`` (-1 pads) or None."""
+        exclude = None
         if isinstance(y_true, Mapping):
-            if set(y_true) - {"ids", "grades"} or "ids" not in y_true:
+            if set(y_true) - {"ids", "grades", "exclude"} or "ids" not in y_true:
                 raise ValueError(
-                    f"y_true as a dict takes 'ids' and optionally 'grades', got keys {sorted(y_true)}"
+                    "y_true as a dict takes 'ids' and optionally 'grades' and 'exclude', "
+                    f"got keys {sorted(y_true)}"
                 )
             ids, grades = K.convert_to_tensor(y_true["ids"]), y_true.get("grades")
+            exclude = None if y_true.get("exclude") is None else self._exclude(y_true["exclude"], b)
         else:
             ids, grades = K.convert_to_tensor(y_true), None
             if len(ids.shape) == 3 and ids.shape[2] == 2:
@@ -206,7 +232,21 @@ class CatalogMetrics(KernelMetric):
             raise ValueError(
                 f"y_true: grades must be shaped as the ids {tuple(ids.shape)}, got {tuple(grades.shape)}"
             )
-        return ids, grades
+        return ids, grades, exclude
+
+    def _exclude(self, exclude: Any, b: Any) -> Any:
+        """The excluded ids as a ``(batch, E)`` tensor (None for ``E = 0``), or a ValueError
+        or TypeError naming ``exclude``."""
+        exclude = K.convert_to_tensor(exclude)
+        dtype = keras.backend.standardize_dtype(exclude.dtype)
+        if len(exclude.shape) != 2 or (None not in (exclude.shape[0], b) and exclude.shape[0] != b):
+            raise ValueError(
+                f"y_true['exclude'] must be the excluded ids (batch, E) padded with -1, for a batch of "
+                f"{b} queries; got shape {tuple(K.shape(exclude))}"
+            )
+        if dtype == "bool" or "complex" in dtype:
+            raise TypeError(f"y_true['exclude']: the excluded ids must be integers, got dtype {dtype}")
+        return exclude if int(exclude.shape[1]) else None
 
     def _check_ids(self, ids: Any, grades: Any, n: int, traced: bool) -> Any:
         """Eagerly a ValueError for ids out of ``[-1, N)``, not whole numbers, repeated in a
@@ -249,3 +289,37 @@ def member_sums(kernel: Any, ops: Any, out: Any, weight: Any, invalid: Any) -> d
     out.counted, out.listed, out.invalid, out.weights = counted, None, invalid, weight
     out = kernel.weighed(ops, out, False)
     return kernel.reduce(ops, out)
+
+
+def excluded_once(exclude: Any, ids: Any, n: int, traced: bool) -> tuple[Any, Any]:
+    """``(kept, flags)``: the excluded ids ``(batch, E)`` int32 with each valid id kept once
+    (its first slot; repeats and pads -1: the host form's exclusions are a set), and traced the
+    rows holding an id out of ``[-1, N)`` or not whole, or a relevant id also excluded (None
+    eagerly: a ValueError naming ``exclude`` instead)."""
+    as_float = K.cast(exclude, "float64" if x64_enabled() else "float32")
+    bad = K.logical_not(
+        K.logical_and(
+            K.equal(as_float, K.round(as_float)),
+            K.logical_and(K.greater_equal(as_float, -1.0), K.less(as_float, float(n))),
+        )
+    )
+    real = K.greater_equal(as_float, 0.0)
+    rel = K.cast(ids, as_float.dtype)
+    both = K.logical_and(K.equal(as_float[:, :, None], rel[:, None, :]), real[:, :, None])
+    both = K.any(both, axis=2)
+    if not traced:
+        for flag, what in ((bad, f"ids in [-1, {n}) (-1 pads)"), (both, "no id of the row's relevant ids")):
+            if bool(K.convert_to_numpy(K.any(flag))):
+                where = np.argwhere(K.convert_to_numpy(flag))[:5].tolist()
+                got = K.convert_to_numpy(as_float)
+                raise ValueError(
+                    f"y_true['exclude'] must hold {what} (an excluded item is not ranked); at (row, slot) "
+                    f"{where}: {[float(got[i, j]) for i, j in where]}"
+                )
+    e = int(exclude.shape[1])
+    earlier = K.cast(K.tril(K.ones((e, e)), -1), "bool")[None]  # slot s' < s
+    repeat = K.any(K.logical_and(K.equal(as_float[:, :, None], as_float[:, None, :]), earlier), axis=2)
+    keep = K.logical_and(K.logical_and(real, K.logical_not(repeat)), K.logical_not(K.logical_or(bad, both)))
+    kept = K.where(keep, K.cast(K.where(bad, -1.0, as_float), "int32"), -1)
+    flags = K.logical_or(K.any(bad, axis=1), K.any(both, axis=1)) if traced else None
+    return kept, flags

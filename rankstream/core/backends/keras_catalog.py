@@ -159,16 +159,26 @@ def slot_scores(queries: Any, candidates: Any, ids: Any, chunk_size: int) -> tup
     return over_chunks(int(candidates.shape[0]), chunk_size, step, init, is_tracing(queries))
 
 
-def slot_counts(queries: Any, candidates: Any, ids: Any, chunk_size: int) -> tuple[Any, Any, Any, Any]:
+def slot_counts(
+    queries: Any, candidates: Any, ids: Any, chunk_size: int, exclude: Any = None
+) -> tuple[Any, Any, Any, Any]:
     """``(above, tied, tied_before, bad)`` per slot ``(B, M)`` int32 (``bad`` ``(B,)``): of the
     candidates, those scoring strictly above the slot's item, the others tied with it, and
     those tied with it at a lower index, for the relevant ids ``ids`` ``(B, M)`` (-1: padding,
     whose counts are meaningless); ``bad``: a NaN score in the query's row. Two passes over
     chunks of ``chunk_size`` (the slots' scores, then the counts); the memory of one pass is a
-    ``(B, chunk)`` block of scores and a ``(B, M, chunk)`` comparison."""
+    ``(B, chunk)`` block of scores and a ``(B, M, chunk)`` comparison.
+
+    ``exclude`` ``(B, E)`` int32: items left out of each query's list (-1: none; each id at most
+    once per row and none a relevant id of its row, which the caller ensures). Their scores
+    come with the slots' in the first pass; their contributions to the three counts (``x_e >
+    t_s``, ``x_e = t_s``, ``x_e = t_s`` with ``e < s``) are subtracted after the second."""
     from keras import ops as K
 
-    target, bad = slot_scores(queries, candidates, ids, chunk_size)
+    m = int(ids.shape[1])
+    both = ids if exclude is None else K.concatenate([ids, K.cast(exclude, ids.dtype)], axis=1)
+    target, bad = slot_scores(queries, candidates, both, chunk_size)
+    target, excluded = target[:, :m], target[:, m:]
     t = target[:, :, None]
 
     def step(start: Any, size: int, carry: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
@@ -184,4 +194,12 @@ def slot_counts(queries: Any, candidates: Any, ids: Any, chunk_size: int) -> tup
     above, tied, before = over_chunks(
         int(candidates.shape[0]), chunk_size, step, (zero, zero, zero), is_tracing(queries)
     )
+    if exclude is not None and int(exclude.shape[1]):
+        real = K.greater_equal(exclude, 0)[:, None, :]
+        x = excluded[:, None, :]
+        equal = K.logical_and(K.equal(x, t), real)
+        earlier = K.logical_and(equal, K.less(exclude[:, None, :], ids[:, :, None]))
+        above = K.subtract(above, K.sum(K.cast(K.logical_and(K.greater(x, t), real), "int32"), axis=2))
+        tied = K.subtract(tied, K.sum(K.cast(equal, "int32"), axis=2))
+        before = K.subtract(before, K.sum(K.cast(earlier, "int32"), axis=2))
     return above, K.maximum(K.subtract(tied, 1), 0), before, bad

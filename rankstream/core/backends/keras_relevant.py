@@ -58,16 +58,20 @@ class SlotRanks:
         above, tied, tied_before: ``(Q, M)`` counts (any numeric dtype).
         labels: ``(Q, M)`` the slots' grades.
         present: ``(Q, M)`` bool, the real slots.
-        n: the number of items of every list (the catalog's size), an int.
+        n: the catalog's size, an int (every list's length without ``length``; a bound of it).
         ties: ``"first"`` or ``"expected"``.
         dtype: the arithmetic's float dtype.
+        length: ``(Q,)`` each list's length (the catalog less the query's excluded items);
+            None: ``n`` for every list.
     """
 
     def __init__(self, above: Any, tied: Any, tied_before: Any, labels: Any, present: Any, n: int,
-                 ties: str, dtype: str) -> None:  # fmt: skip
+                 ties: str, dtype: str, length: Any = None) -> None:  # fmt: skip
         K = _k()
         self.dtype, self.ties, self.n, self.present = dtype, ties, int(n), present
         zero = K.zeros_like(K.cast(above, dtype))
+        row = zero[:, 0] if int(zero.shape[1]) else K.zeros((int(zero.shape[0]),), dtype)
+        self.length = row + float(n) if length is None else K.cast(length, dtype) + row
         self.above = K.where(present, K.cast(above, dtype), zero)
         self.size = K.where(present, K.add(K.cast(tied, dtype), 1.0), zero + 1.0)
         self.rank = K.where(present, self.above + K.cast(tied_before, dtype) + 1.0, zero + np.inf)
@@ -160,6 +164,13 @@ def _stack(columns: list[Any]) -> Any:
     return _k().stack(columns, axis=1)
 
 
+def cutoffs(kernel: Any, ranks: SlotRanks) -> Any:
+    """``(Q, len(top_k))``: each list's cut-offs, ``min(k, length)`` (a whole-list ``k`` is the
+    list's length)."""
+    K = _k()
+    return _stack([K.minimum(ranks.length, float(k)) for k in kernel.top_k])
+
+
 def hits_at(kernel: Any, ranks: SlotRanks, rel: Any) -> list[Any]:
     """The relevant slots within each ``k`` (their expected number under ``"expected"``)."""
     return [ranks.count(rel * ranks.in_top(k)) for k in _ks(kernel, ranks.n)]
@@ -175,10 +186,14 @@ def binary_values(kernel: Any, ranks: SlotRanks) -> ListOutput:
     if name == "recall":
         values = ratio(_stack(hits_at(kernel, ranks, rel)), n_rel[:, None])
     elif name == "precision":
-        den = [float(k) if kernel.denominator == "k" else min(float(k), float(ranks.n)) for k in kernel.top_k]
-        values = ratio(_stack(hits_at(kernel, ranks, rel)), K.convert_to_tensor(np.asarray(den), ranks.dtype))
+        den = cutoffs(kernel, ranks)
+        if kernel.denominator == "k":
+            den = K.zeros_like(den) + K.convert_to_tensor(np.asarray(kernel.top_k, float), ranks.dtype)
+        values = ratio(_stack(hits_at(kernel, ranks, rel)), den)
     elif name == "f1":
-        values = ratio(2.0 * _stack(hits_at(kernel, ranks, rel)), n_rel[:, None] + np.asarray(ks))
+        whole = np.asarray([k >= WHOLE_LIST for k in kernel.top_k])
+        cut = K.where(whole, cutoffs(kernel, ranks), K.convert_to_tensor(np.asarray(ks), ranks.dtype))
+        values = ratio(2.0 * _stack(hits_at(kernel, ranks, rel)), n_rel[:, None] + cut)
     elif name == "r_precision":
         values = ratio(ranks.count(rel * ranks.in_top(n_rel[:, None])), n_rel)[:, None]
     elif name == "hit_rate":
@@ -386,7 +401,8 @@ def rbp_values(kernel: Any, ranks: SlotRanks) -> ListOutput:
     values = _stack(out)
     if not kernel.residual:
         return ListOutput(values, K.greater(n_rel, 0.0), n_rel, None)
-    residual = K.zeros_like(values) + np.exp(np.minimum(np.asarray(ks), float(ranks.n)) * log_p)
+    cut = K.minimum(ranks.length[:, None], K.convert_to_tensor(np.asarray(ks), ranks.dtype))
+    residual = K.exp(cut * log_p)
     return RBPOutput(values, K.greater(n_rel, 0.0), n_rel, None, residual=residual)
 
 
@@ -397,12 +413,12 @@ def auc_values(kernel: Any, ranks: SlotRanks) -> ListOutput:
     K = _k()
     rel = ranks.relevant(kernel.conventions.relevance_threshold)
     n_pos = ranks.count(rel)
-    n = float(ranks.n)
+    n = ranks.length
     same, before = ranks.group_sums(rel)
-    below = n - ranks.above - ranks.size - (n_pos[:, None] - before - same)
+    below = n[:, None] - ranks.above - ranks.size - (n_pos[:, None] - before - same)
     wins = ranks.count(rel * (below + 0.5 * (ranks.size - same)))
     pairs = n_pos * (n - n_pos)
-    size = K.zeros_like(n_pos) + n if kernel.weight_by_size else None
+    size = n + 0.0 if kernel.weight_by_size else None
     has = K.logical_and(K.greater(n_pos, 0.0), K.greater(n - n_pos, 0.0))
     return AUCOutput(ratio(wins, pairs)[:, None], has, n_pos, None, size=size)
 

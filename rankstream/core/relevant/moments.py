@@ -113,7 +113,10 @@ def first_rank_moments(kk: np.ndarray, n: np.ndarray, r: np.ndarray) -> tuple[np
         g2 = np.where(on, g2 - g / m, g2)
         g = np.where(on, g_next, g)
     scale = np.where(has, rr / (free + 1.0), 0.0)
-    return g * scale, g2 * scale
+    # every item relevant (N = R): J = 1 surely, both moments exactly 1 (the recursion's last
+    # rounding would leave 1 + 2^-52, and a chance-adjusted value (v - E) / (1 - E) of 1, not 0/0)
+    sure = has & (free == 0.0)
+    return np.where(sure, 1.0, g * scale), np.where(sure, 1.0, g2 * scale)
 
 
 def _falling(x: np.ndarray, s: int) -> np.ndarray:

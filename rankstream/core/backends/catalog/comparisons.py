@@ -55,6 +55,25 @@ def edges_in(dtype: Any, lo: np.ndarray, hi: np.ndarray, pad: np.ndarray) -> tup
     return np.ascontiguousarray(up), np.ascontiguousarray(down)
 
 
+def exact_edges(lo: np.ndarray, hi: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted edges ``lo``, ``hi`` ``(Q, deepest)`` (:func:`edges_in`, in the chunk's dtype)
+    narrowed by the slots' exact scores known so far (``exact``, float64 in the same order, NaN
+    where the slot's chunk was not counted yet, or where the score is not a value of the dtype):
+    a known slot's band becomes its score ``t`` alone, ``lo'_j = min_{k >= j} t~_k``, ``hi'_j =
+    max_{k <= j} t~_k`` (``t~``: ``t`` where known, else ``lo``, resp. ``hi``), so that both stay
+    sorted and ``lo'_j <= t_j <= hi'_j``: a score below ``lo'_j`` is below the slot, one above
+    ``hi'_j`` above it, and the rest are kept aside and compared with ``t`` as before. A slot's
+    in-band scores in the chunks after its own are then only its exact ties."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = exact.astype(lo.dtype)
+    known = t == exact  # NaN (not known) and values the dtype rounds are left banded
+    if not known.any():
+        return lo, hi
+    lo2 = np.minimum.accumulate(np.where(known, t, lo)[:, ::-1], axis=1)[:, ::-1]
+    hi2 = np.maximum.accumulate(np.where(known, t, hi), axis=1)
+    return np.ascontiguousarray(lo2), np.ascontiguousarray(hi2)
+
+
 @dataclass
 class ChunkTally:
     """What one shard's chunks add up, per sorted slot: ``above`` ``(Q, M)`` int64 (scores above
@@ -67,12 +86,12 @@ class ChunkTally:
     found: np.ndarray | None = None
     _buffers: dict[tuple[int, ...], tuple[Any, ...]] = field(default_factory=dict)
 
-    def buffers(self, records: int, width: int) -> tuple[Any, Any]:
-        """``(flags, words)``: ``records`` rows of flags of ``width`` bytes padded to 64-bit words
-        (the padding false: not counted), as bytes ``(records, padded)`` and as torch 64-bit words
-        ``(records, groups, span)`` (:func:`_layout`); made once per shape and reused by the
-        chunks and blocks (fresh pages for every chunk cost their faults each time, and
-        fragment the heap)."""
+    def buffers(self, records: int, width: int) -> tuple[Any, Any, np.ndarray]:
+        """``(flags, words, full)``: ``records`` rows of flags of ``width`` bytes padded to 64-bit
+        words (the padding false: not counted), as bytes ``(records, padded)`` and as torch 64-bit
+        words ``(records, groups, span)`` (:func:`_layout`), and ``full`` ``(groups,)``, the word
+        sums of a row of ``width`` true flags; made once per shape and reused by the chunks and
+        blocks (fresh pages for every chunk cost their faults each time, and fragment the heap)."""
         key = (records, width)
         if key not in self._buffers:
             import torch
@@ -81,7 +100,10 @@ class ChunkTally:
             self._buffers.clear()
             flags = np.zeros((records, padded), dtype=bool)
             words = torch.from_numpy(flags.view(np.int64)).view(records, groups, span)
-            self._buffers[key] = (flags, words)
+            row = np.zeros(padded, dtype=bool)
+            row[:width] = True
+            full = row.view(np.int64).reshape(groups, span).sum(-1)
+            self._buffers[key] = (flags, words, full)
         return self._buffers[key]
 
 
@@ -132,59 +154,113 @@ def count_chunk(
     ``(Q, deepest)`` in its dtype (:func:`edges_in`), a block of rows at a time: each block's
     lowest ``D`` slots dense, ``D`` the least total of its rows' ``cost`` (:func:`dense_costs`),
     the rest by candidates. Adds to ``tally``; returns each row's ``D`` and the candidates
-    ``(rows, cols, values)`` (NaN among them where the chunk holds any) for :func:`place`."""
+    ``(rows, cols, values)`` (NaN among them where the chunk holds any) for :func:`place`.
+
+    The dense flags' word sums of every block go into one array, counted once for the chunk
+    (:func:`_true_counts`); a block only compares their raw sums to find the rows with scores
+    inside a band."""
     q, width = x.shape
     deepest = lo.shape[1]
-    groups, span, padded = _layout(width)
-    records = max(1, flag_bytes(q, width) // padded)  # rows of flags the budget holds
-    widest = 1 + 2 * int(np.argmin(cost, axis=1).max(initial=0))  # the deepest row's flags
-    rows = max(1, min(q, records // widest))
-    fits = max(0, (records // rows - 1) // 2)  # dense slots a block of rows can take
-    buf, buf_words = tally.buffers(records, width)
-    first = np.zeros(q, np.int64)
-    tally.found = np.zeros((q, deepest))
+    records = max(1, flag_bytes(q, width) // _layout(width)[2])  # rows of flags the budget holds
+    blocks = _blocks(cost, records)
+    first = np.concatenate([np.full(r1 - r0, dense) for r0, r1, dense in blocks])
+    deep = max(dense for _, _, dense in blocks)
+    sums = np.zeros((2, deep, q, _layout(width)[0]), np.int64)  # x < lo_j, x <= hi_j
     cand: list[tuple[np.ndarray, np.ndarray]] = []
-    for r0 in range(0, q, rows):
-        r1 = min(r0 + rows, q)
-        n = r1 - r0
-        dense = int(np.argmin(cost[r0:r1, : fits + 1].sum(0)))
-        first[r0:r1] = dense
-        k = 1 + 2 * dense
-        flags = buf[: k * n].reshape(k, n, padded)
-        words = flags.view(np.uint64)  # (k, n, padded / 8)
-        part = x[r0:r1]
-        thr = lo[r0:r1, dense] if dense < deepest else np.full(n, np.inf, x.dtype)
-        np.less(part, thr[None, :, None], out=flags[:1, :, :width])
-        if dense:
-            np.less(part, lo[r0:r1, :dense].T[:, :, None], out=flags[1 : 1 + dense, :, :width])
-            np.less_equal(part, hi[r0:r1, :dense].T[:, :, None], out=flags[1 + dense :, :, :width])
-        true = _true_counts(buf_words[: k * n].view(k, n, groups, span).sum(-1).numpy())  # (k, n)
-        if (true[0] < width).any():  # the scores not below lo_D (or NaN): the false bytes
-            rr, cc = _bytes_at(words[0], padded, _ONES)
-            keep = cc < width  # the padding is false too
-            cand.append((rr[keep] + r0, cc[keep]))
-        if dense:
-            lt, le = true[1 : 1 + dense], true[1 + dense :]
-            tally.above[r0:r1, :dense] += (width - le).T
-            tally.found[r0:r1, :dense] = (width - lt).T
-            jj, ii = np.nonzero(le > lt)  # slots with scores inside their band
-            if jj.size:  # x < lo false, x <= hi true
-                p, col = _bytes_at(words[1 + jj, ii] ^ words[1 + dense + jj, ii], padded, _ZERO)
-                row = ii[p] + r0
-                tally.kept.append((row, jj[p], x[row, col].astype(np.float64), col + a, np.ones(p.size)))
+    for r0, r1, dense in blocks:
+        _count_block(x, a, r0, r1, dense, lo, hi, tally, records, sums, cand)
+    lt, le = _true_counts(sums)  # (deep, Q) each; zero past a row's dense slots
+    dense_slot = np.arange(deep)[None, :] < first[:, None]
+    tally.above[:, :deep] += np.where(dense_slot, width - le.T, 0)
+    tally.found = np.zeros((q, deepest))
+    tally.found[:, :deep] = np.where(dense_slot, width - lt.T, 0)
     rows_c = np.concatenate([c[0] for c in cand]) if cand else np.zeros(0, np.int64)
     cols_c = np.concatenate([c[1] for c in cand]) if cand else np.zeros(0, np.int64)
     return first, rows_c, cols_c, x[rows_c, cols_c]
 
 
-def _bytes_at(words: np.ndarray, padded: int, flip: np.uint64) -> tuple[np.ndarray, np.ndarray]:
-    """``(row, column)`` of the bytes of ``words ^ flip`` that are nonzero (``words``: 64-bit words
-    of rows of ``padded`` bytes): the words that differ from ``flip`` first (an eighth of the
-    bytes to scan, through a bool mask: numpy's fast scan), then the bytes of those."""
-    flat = words.reshape(-1)
-    nz = np.flatnonzero(flat != flip)
-    at = np.flatnonzero((flat[nz] ^ flip).view(np.uint8))
-    return np.divmod(nz[at // 8] * 8 + at % 8, padded)
+def _blocks(cost: np.ndarray, records: int) -> list[tuple[int, int, int]]:
+    """``(r0, r1, D)`` per block of rows: from each block's first row, the most rows whose number
+    times the planes of flags of the widest among them (each row's at its own best split,
+    :func:`dense_costs`) the ``records`` rows of flags hold (so rows that want few dense slots go
+    in long blocks: fewer, larger numpy calls); ``D`` the least total cost of the block's rows
+    among the splits that fit."""
+    q = cost.shape[0]
+    want = 1 + 2 * np.argmin(cost, axis=1)  # each row's planes of flags at its own best split
+    out, r0, same = [], 0, q > 0 and bool(want.min() == want.max())
+    while r0 < q:  # the most rows whose count times their widest row's planes fit
+        if same:  # one width for all (every slot dense, say): blocks of equal rows
+            n = max(1, records // int(want[r0]))
+        else:
+            widest = np.maximum.accumulate(want[r0 : r0 + records])
+            n = max(1, int(np.count_nonzero(np.arange(1, widest.size + 1) * widest <= records)))
+        n = min(n, q - r0)
+        fits = max(0, (records // n - 1) // 2)  # dense slots n rows of flags can take
+        out.append((r0, r0 + n, int(np.argmin(cost[r0 : r0 + n, : fits + 1].sum(0)))))
+        r0 += n
+    return out
+
+
+def _count_block(
+    x: np.ndarray, a: int, r0: int, r1: int, dense: int, lo: np.ndarray, hi: np.ndarray,
+    tally: ChunkTally, records: int, sums: np.ndarray, cand: list[tuple[np.ndarray, np.ndarray]],
+) -> None:  # fmt: skip
+    """The rows ``r0...r1`` of the chunk ``x`` with their ``dense`` lowest slots dense: their flags'
+    raw word sums into ``sums[:, :dense, r0:r1]``, the scores inside a dense slot's band into
+    ``tally.kept``, the candidates (scores not below ``lo_D``; where every slot is dense, not below
+    ``+inf``: every NaN, and ``+inf``, placed among no slot) into ``cand``.
+
+    One ``np.less`` per block writes a row's flags side by side, ``(rows, edges, width)`` (the
+    row's scores stay in the L1 cache over its edges): ``x < lo_D`` (or ``+inf``), ``x < lo_j``,
+    and ``x <= hi_j`` as ``x < next(hi_j)`` (the next value of the dtype above ``hi_j``: the same
+    for every ``x``, NaN and the infinities included, where ``hi_j`` is finite). A ``+inf`` score
+    is always a candidate (not below any edge), so where a dense ``hi_j`` is ``+inf`` (padding, or
+    a relevant item scored ``+inf``) and a candidate is ``+inf``, ``x <= hi_j`` is compared again
+    as such (a second call) before the flags are counted."""
+    n, width = r1 - r0, x.shape[1]
+    groups, span, padded = _layout(width)
+    buf, buf_words, full = tally.buffers(records, width)
+    part = x[r0:r1]
+    k = 1 + 2 * dense
+    tops = hi[r0:r1, :dense]
+    first = lo[r0:r1, dense : dense + 1] if dense < lo.shape[1] else np.full((n, 1), np.inf, x.dtype)
+    thr = np.concatenate([first, lo[r0:r1, :dense], np.nextafter(tops, tops.dtype.type(np.inf))], axis=1)
+    flags = buf[: k * n].reshape(n, k, padded)
+    np.less(part[:, None, :], thr[:, :, None], out=flags[:, :, :width])
+    got = buf_words[: k * n].view(n, k, groups, span).sum(-1).numpy()  # (n, k, groups)
+    words = flags.view(np.uint64)  # (n, k, padded / 8)
+    if (got[:, 0] != full).any():  # some row's first plane is not all true: its false bytes
+        rr, cc = _bytes_at(words[:, 0, : -(-width // 8)], _ONES)  # the words holding scores
+        keep = cc < width  # a last word's padding (false) cut
+        rr, cc = rr[keep], cc[keep]
+        cand.append((rr + r0, cc))
+        if np.isposinf(tops).any() and np.isposinf(part[rr, cc]).any():
+            np.less_equal(part[:, None, :], tops[:, :, None], out=flags[:, 1 + dense :, :width])
+            got = buf_words[: k * n].view(n, k, groups, span).sum(-1).numpy()
+    if dense:
+        lt, le = got[:, 1 : 1 + dense], got[:, 1 + dense :]
+        sums[0, :dense, r0:r1], sums[1, :dense, r0:r1] = lt.transpose(1, 0, 2), le.transpose(1, 0, 2)
+        # every byte of lt is at most le's (x < lo implies x <= hi), so the lanes of the sums are
+        # too, and equal sums mean equal counts: unequal ones, a group of words with scores
+        # inside the band (only those groups' words are scanned)
+        ii, jj, gg = np.nonzero(lt != le)
+        if ii.size:  # x < lo false, x <= hi true
+            spans = words.reshape(n, k, groups, span)
+            p, at = _bytes_at(spans[ii, 1 + jj, gg] ^ spans[ii, 1 + dense + jj, gg], _ZERO)
+            row, col = ii[p] + r0, gg[p] * (8 * span) + at
+            tally.kept.append((row, jj[p], x[row, col].astype(np.float64), col + a, np.ones(p.size)))
+
+
+def _bytes_at(words: np.ndarray, flip: np.uint64) -> tuple[np.ndarray, np.ndarray]:
+    """``(row, byte)`` of the nonzero bytes of ``words ^ flip`` (``words``: ``(rows, per_row)``
+    64-bit words, any strides: a plane of the block's flags is read where it lies), in no set
+    order: the words that differ from ``flip`` first (an eighth of the bytes to scan, through a
+    bool mask: numpy's fast scan), then the bytes of those."""
+    nz = np.flatnonzero(words != flip)
+    row, word = np.divmod(nz, words.shape[1])
+    at = np.flatnonzero((words[row, word] ^ flip).view(np.uint8))
+    hit = at >> 3
+    return row[hit], word[hit] * 8 + (at & 7)
 
 
 def _true_counts(sums: np.ndarray) -> np.ndarray:

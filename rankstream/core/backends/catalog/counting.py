@@ -39,6 +39,7 @@ from rankstream.core.backends.catalog.comparisons import (
     count_chunk,
     dense_costs,
     edges_in,
+    exact_edges,
     place,
     sample_found,
 )
@@ -114,7 +115,8 @@ class CatalogCounts:
         if missing.any():
             q, c = np.argwhere(missing)[0]
             raise ValueError(f"relevant item {int(ids[q, c])} of query {q} was in no counted chunk")
-        off = present & (np.abs(self.exact - approx) > band[:, None]) & np.isfinite(approx)
+        with np.errstate(invalid="ignore"):  # inf - inf where a slot's score is infinite
+            off = present & (np.abs(self.exact - approx) > band[:, None]) & np.isfinite(approx)
         if off.any():
             q, c = np.argwhere(off)[0]
             raise ValueError(
@@ -190,6 +192,34 @@ class _Rows:
         self.ids, self.present = ids, present
 
 
+class _Edges:
+    """Per dtype of the chunks, the sorted slots' edges: the bands' (:func:`edges_in`), narrowed
+    to the exact scores known so far (:func:`exact_edges`), the rows of a chunk's relevant items
+    narrowed as the chunk comes."""
+
+    def __init__(self, rows: _Rows) -> None:
+        self.rows = rows
+        self.banded: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+        self.now: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+
+    def get(self, dtype: Any, exact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(lo, hi)`` in ``dtype`` with the exact scores ``exact`` ``(Q, M)`` known so far."""
+        if dtype not in self.now:
+            rows = self.rows
+            if dtype not in self.banded:
+                self.banded[dtype] = edges_in(dtype, rows.lo64, rows.hi64, rows.pad)
+            lo, hi = exact_edges(*self.banded[dtype], np.take_along_axis(exact, rows.order, axis=1))
+            self.now[dtype] = (lo.copy(), hi.copy())  # narrowed in place as more become known
+        return self.now[dtype]
+
+    def known(self, fresh: np.ndarray, exact: np.ndarray) -> None:
+        """The rows ``fresh`` got exact scores (``exact``): their edges narrowed again."""
+        known = np.take_along_axis(exact[fresh], self.rows.order[fresh], axis=1)
+        for dtype, (lo, hi) in self.now.items():
+            band_lo, band_hi = self.banded[dtype]
+            lo[fresh], hi[fresh] = exact_edges(band_lo[fresh], band_hi[fresh], known)
+
+
 def _count_rows(
     scorer: Any, queries: Any, rows: _Rows, start: int, stop: int, chunk: int, ex_query: np.ndarray,
     ex_item: np.ndarray, first: tuple[np.ndarray, np.ndarray] | None,
@@ -198,7 +228,7 @@ def _count_rows(
     scores and sample, already made)."""
     ids, present, order, pad = rows.ids, rows.present, rows.order, rows.pad
     q, m = ids.shape
-    edges: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+    edges = _Edges(rows)
     counts = CatalogCounts(np.zeros((q, m), np.int64), np.full((q, m), np.nan), np.zeros(q, np.int64), 0)
     tally = ChunkTally(np.zeros((q, rows.deepest), np.int64))
     flat_ids = np.where(present, ids, -1)
@@ -213,13 +243,12 @@ def _count_rows(
             x = _host(out)
         else:
             x = _host(scorer.chunk(queries, a, b, q))
-        if x.dtype not in edges:
-            edges[x.dtype] = edges_in(x.dtype, rows.lo64, rows.hi64, pad)
-        lo, hi = edges[x.dtype]
         own = (flat_ids >= a) & (flat_ids < b)
         if own.any():
             r, c = np.nonzero(own)
             counts.exact[r, c] = x[r, ids[r, c] - a]
+            edges.known(np.unique(r), counts.exact)  # their slots get their exact edges
+        lo, hi = edges.get(x.dtype, counts.exact)
         width = b - a
         if tally.found is None:
             tally.found = sample_found(x, lo)
