@@ -44,6 +44,19 @@ def _check_ties(ties: Any) -> str:
     return ties
 
 
+def _check_id_rows(ids: Any, b: Any, what: str, expected: str) -> None:
+    """A ValueError unless ``ids`` is ``(b, M)`` (``what`` must be ``expected``), a TypeError
+    unless its dtype is numeric and not boolean or complex (ids must be integers)."""
+    if len(ids.shape) != 2 or (None not in (ids.shape[0], b) and ids.shape[0] != b):
+        raise ValueError(
+            f"{what} must be {expected}, for a batch of {b} queries; got shape {tuple(K.shape(ids))}"
+        )
+    dtype = keras.backend.standardize_dtype(ids.dtype)
+    if dtype == "bool" or "complex" in dtype:
+        noun = expected.split(" (")[0]
+        raise TypeError(f"{what}: {noun} must be integers, got dtype {dtype}")
+
+
 @keras.saving.register_keras_serializable(package="rankstream")
 class CatalogMetrics(KernelMetric):
     """List metrics of queries against a whole catalog of candidates, ``CatalogMetrics(["ndcg@10",
@@ -213,16 +226,9 @@ class CatalogMetrics(KernelMetric):
             ids, grades = K.convert_to_tensor(y_true), None
             if len(ids.shape) == 3 and ids.shape[2] == 2:
                 ids, grades = ids[:, :, 0], ids[:, :, 1]
-        dtype = keras.backend.standardize_dtype(ids.dtype)
         if len(ids.shape) == 1:
             ids = K.reshape(ids, (-1, 1))
-        if len(ids.shape) != 2 or (None not in (ids.shape[0], b) and ids.shape[0] != b):
-            raise ValueError(
-                f"y_true must be the relevant ids (batch, M), (batch, M, 2) with grades or a dict, "
-                f"for a batch of {b} queries; got shape {tuple(K.shape(ids))}"
-            )
-        if dtype == "bool" or "complex" in dtype:
-            raise TypeError(f"y_true: the relevant ids must be integers, got dtype {dtype}")
+        _check_id_rows(ids, b, "y_true", "the relevant ids (batch, M), (batch, M, 2) with grades or a dict")
         grades = (
             K.ones(K.shape(ids), self._work)
             if grades is None
@@ -238,14 +244,7 @@ class CatalogMetrics(KernelMetric):
         """The excluded ids as a ``(batch, E)`` tensor (None for ``E = 0``), or a ValueError
         or TypeError naming ``exclude``."""
         exclude = K.convert_to_tensor(exclude)
-        dtype = keras.backend.standardize_dtype(exclude.dtype)
-        if len(exclude.shape) != 2 or (None not in (exclude.shape[0], b) and exclude.shape[0] != b):
-            raise ValueError(
-                f"y_true['exclude'] must be the excluded ids (batch, E) padded with -1, for a batch of "
-                f"{b} queries; got shape {tuple(K.shape(exclude))}"
-            )
-        if dtype == "bool" or "complex" in dtype:
-            raise TypeError(f"y_true['exclude']: the excluded ids must be integers, got dtype {dtype}")
+        _check_id_rows(exclude, b, "y_true['exclude']", "the excluded ids (batch, E) padded with -1")
         return exclude if int(exclude.shape[1]) else None
 
     def _check_ids(self, ids: Any, grades: Any, n: int, traced: bool) -> Any:

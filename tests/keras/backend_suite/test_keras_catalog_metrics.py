@@ -322,14 +322,17 @@ def test_two_tower_fit_evaluate():
     keras_dense = ListMetrics(NAMES, shuffle_ties=False, ties="expected")  # the Keras class itself
     keras_dense.update_state(dense_labels(ids), users @ items.T, sample_weight=w)
     assert_close(values(keras_dense.result()), want)
-    if tracked:
-        model.catalog.reset_state()
-        model.evaluate(x, ids, sample_weight=w, batch_size=16, verbose=0)
-        got = values(model.catalog.result())
-    else:
-        got = model.evaluate(x, ids, sample_weight=w, batch_size=16, verbose=0, return_dict=True)
-        got = {key: got[key] for key in NAMES}
-    assert_close(got, want)
+
+    def evaluated(labels) -> dict:
+        """The catalog metric's values after one evaluate (the model's own metric, or its logs)."""
+        if tracked:
+            model.catalog.reset_state()
+            model.evaluate(x, labels, sample_weight=w, batch_size=16, verbose=0)
+            return values(model.catalog.result())
+        logs = model.evaluate(x, labels, sample_weight=w, batch_size=16, verbose=0, return_dict=True)
+        return {key: logs[key] for key in NAMES}
+
+    assert_close(evaluated(ids), want)
     # an id out of the catalog: compiled, the query is left out and counted (result NaN, as the
     # dense metrics); eagerly (torch here) it raises naming y_true
     bad = ids.copy()
@@ -338,10 +341,5 @@ def test_two_tower_fit_evaluate():
         with pytest.raises(ValueError, match="y_true must hold ids"):
             model.evaluate(x, bad, batch_size=16, verbose=0)
         return
-    if tracked:
-        model.catalog.reset_state()
-        model.evaluate(x, bad, sample_weight=w, batch_size=16, verbose=0)
-        got = values(model.catalog.result())
-    else:
-        got = model.evaluate(x, bad, sample_weight=w, batch_size=16, verbose=0, return_dict=True)
+    got = evaluated(bad)
     assert all(np.isnan(got[key]) for key in NAMES), got
