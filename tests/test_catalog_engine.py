@@ -1,7 +1,8 @@
 """The catalog's counting engine in its corners, against the materialised matrix: exact edges once
 a slot's chunk is known, the fused comparisons (``x <= hi`` as ``x < next(hi)``) beside infinite
 scores and padding slots, NaN found where every slot is dense, and the dense and candidate ways
-on tie-heavy scores (references: ListMetrics over the whole matrix, float64 comparisons)."""
+on tie-heavy scores (references: ListMetrics over the whole matrix, float64 comparisons); each
+in numpy's passes and in the compiled pass (numba), which must be installed here."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 import rankstream.core.sizes as sizes
 from rankstream import ListMetrics, State
 from rankstream.catalog import CatalogMetrics
+from rankstream.core.backends.catalog import fused
 from rankstream.core.backends.catalog.comparisons import edges_in, exact_edges
 
 pytestmark = pytest.mark.filterwarnings("ignore::rankstream.SwappedInputsWarning")
@@ -24,10 +26,20 @@ NAMES = ["ndcg@3", "map@20", "mrr", "auc", "recall@2", "precision@1"]
 #: the engine's regimes: every slot by candidates, every slot dense, the cost model with flags
 #: for a few rows of a few edges (blocks of one to three rows, each with its own split)
 REGIMES = {
-    "candidates": dict(catalog_candidate_cost=0),
-    "dense": dict(catalog_candidate_cost=10**9),
-    "split": dict(catalog_flag_bytes=3 * 5 * 48, catalog_flag_bytes_per_score=99),
+    "candidates": dict(catalog_fused=False, catalog_candidate_cost=0),
+    "dense": dict(catalog_fused=False, catalog_candidate_cost=10**9),
+    "split": dict(catalog_fused=False, catalog_flag_bytes=3 * 5 * 48, catalog_flag_bytes_per_score=99),
+    # the compiled pass: every slot by candidates, every slot dense, the cost model; tiles of a
+    # few scores (a row read in pieces) and room for one kept score (chunks counted again)
+    "fused candidates": dict(catalog_fused_dense_cost=10**9, catalog_fused_tile=5, catalog_fused_kept=1),
+    "fused dense": dict(catalog_fused_dense_cost=-1.0, catalog_fused_tile=3, catalog_fused_kept=1),
+    "fused split": dict(catalog_fused_dense_cost=0.2, catalog_fused_kept=2),
 }
+
+
+def test_the_compiled_pass_is_installed_here():
+    """The fused regimes below test numba's kernel, not numpy's passes in its place."""
+    assert fused.available(), "numba is not installed: pip install rankstream[fast] (the dev extra has it)"
 
 
 @settings(max_examples=40, deadline=None)
@@ -100,7 +112,27 @@ def test_infinite_scores_padding_and_ties_in_every_regime(monkeypatch, regime, d
         _assert_same(got, _reference(scores.double().numpy(), relevant, exclude, ties))
 
 
-@pytest.mark.parametrize("regime", ["dense", "candidates"])
+def test_without_numba_the_counts_come_from_numpys_passes(monkeypatch):
+    """numba missing (its import fails): no compiled pass, and the catalog's numbers are the
+    materialised matrix's all the same."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` raises ImportError
+    monkeypatch.delitem(sys.modules, "rankstream.core.backends.catalog.fused_kernels", raising=False)
+    fused.kernel.cache_clear()
+    try:
+        assert not fused.available()
+        rng = np.random.default_rng(5)
+        items = rng.integers(-2, 3, (40, 2)).astype(np.float32)
+        queries = rng.integers(-2, 3, (4, 2)).astype(np.float32)
+        relevant = [[0, 7], [3], [12, 30, 31], [39]]
+        got = CatalogMetrics(NAMES, items, chunk_size=6).update(queries, relevant).compute()
+        _assert_same(got, _reference((queries @ items.T).astype(np.float64), relevant, [[]] * 4, "first"))
+    finally:
+        fused.kernel.cache_clear()
+
+
+@pytest.mark.parametrize("regime", ["dense", "candidates", "fused dense", "fused candidates"])
 def test_nan_found_in_every_regime(monkeypatch, regime):
     """A NaN score raises (naming its query and item) whether its block has a candidate plane or
     every slot is dense (found by the block's maximum), and leaves the state untouched."""

@@ -235,6 +235,22 @@ class Sizes:
     #: chunks between two returns of the C heap's freed pages to the system
     #: (``counting.release_freed``: glibc's ``malloc_trim``, about 4 ms each)
     catalog_trim_every: int = 64
+    #: count each chunk in one compiled pass per query row (``core/backends/catalog/fused.py``)
+    #: where numba is installed (``pip install rankstream[fast]``); False: numpy's passes
+    catalog_fused: bool = True
+    #: the compiled pass's split of a row into dense slots and candidates (``fused.splits``): a
+    #: dense slot's two vectorised comparisons per score cost this fraction of a score's
+    #: compaction and placement as a candidate (measured end to end, CPU time, 1,024 x 100,000,
+    #: one thread: 0.0005 / 0.002 / 0.005 ran 1.55x / 1.52x / 1.73x the floor at 64 dimensions,
+    #: trained placement, and 2.02x / 2.00x / 2.03x at random)
+    catalog_fused_dense_cost: float = 0.002
+    #: the scores of a row the compiled pass reads at a time (its dense slots' loops and the
+    #: candidates' scan over them while they are in the L1 cache: a 16,384-item row read once
+    #: per dense slot ran 5 times slower than in tiles)
+    catalog_fused_tile: int = 2048
+    #: the room for kept scores (inside a band) the compiled pass starts with; a chunk that keeps
+    #: more is counted again with room for all (the room then stays for the next chunks)
+    catalog_fused_kept: int = 1024
     #: for a user's scorer, the relative half-width of the band around a relevant item's
     #: score (taken once for the batch) inside which a catalog score is kept aside and compared
     #: with the exact score of the item's own chunk (embeddings take the dot product's rounding

@@ -43,6 +43,7 @@ from rankstream.core.backends.catalog.comparisons import (
     place,
     sample_found,
 )
+from rankstream.core.backends.catalog.fused import FusedCounter, available, splits
 
 
 @dataclass
@@ -234,6 +235,7 @@ def _count_rows(
     flat_ids = np.where(present, ids, -1)
     trim = _sizes.SIZES.catalog_trim_every
     into, out = bool(getattr(scorer, "writes_into", False)), None
+    fused = FusedCounter() if available() else None
     for a in range(start, stop, chunk):
         b = min(a + chunk, stop)
         if first is not None:
@@ -253,11 +255,17 @@ def _count_rows(
         if tally.found is None:
             tally.found = sample_found(x, lo)
         before = len(tally.kept)
-        split, cand_r, cand_c, values = count_chunk(x, a, lo, hi, dense_costs(tally.found, width), tally)
-        if np.isnan(values).any():
-            _nan_error(x, a, b)
-        place(cand_r, cand_c, values, lo, hi, split, 1.0, a, tally, record=True)
-        tally.found /= width
+        if fused is not None:  # one compiled pass per row
+            nan, kept = fused.count(x, a, lo, hi, splits(tally.found), tally.above, tally.found)
+            if nan:
+                _nan_error(x, a, b)
+            tally.kept.extend(kept)
+        else:
+            split, cand_r, cand_c, values = count_chunk(x, a, lo, hi, dense_costs(tally.found, width), tally)
+            if np.isnan(values).any():
+                _nan_error(x, a, b)
+            place(cand_r, cand_c, values, lo, hi, split, 1.0, a, tally, record=True)
+            tally.found /= width
         lo_ex, hi_ex = np.searchsorted(ex_item, [a, b])
         er, ec = ex_query[lo_ex:hi_ex], ex_item[lo_ex:hi_ex] - a
         place(er, ec, x[er, ec], lo, hi, None, -1.0, a, tally)
