@@ -47,10 +47,9 @@ def _check_ties(ties: Any) -> str:
 
 
 def _check_chance(chance: Any) -> None:
-    """``chance=False`` only: the chance moments need scipy's special functions on the host."""
-    if not isinstance(chance, bool):
-        raise TypeError(f"chance must be a bool, got {chance!r}")
-    if chance:
+    """``chance=False`` only: the chance moments need scipy's special functions on the host
+    (the kernel refuses what is not a bool)."""
+    if chance is True:
         raise ValueError(
             "chance=True is not counted over a catalog in Keras (the moments under a random ranking "
             "need scipy's special functions on the host); rankstream.catalog.CatalogMetrics(..., "
@@ -165,7 +164,7 @@ class CatalogMetrics(KernelMetric):
         self.confidence = confidence
         conventions = keras_rs_conventions(False, ties)
         kernel = ListMetricsKernel(
-            metrics, COLLECTION_DEFAULTS, empty=empty, confidence=confidence, **conventions
+            metrics, COLLECTION_DEFAULTS, empty=empty, confidence=confidence, chance=chance, **conventions
         )
         for member, k in kernel.members.items():
             if k.name not in SUPPORTED:
