@@ -22,7 +22,7 @@ from keras import ops as K
 from rankstream.adapters.keras_candidates import candidate_source, current_candidates, query_weights
 from rankstream.adapters.keras_inputs import symbolic
 from rankstream.adapters.keras_lifecycle import KernelMetric, unconverted
-from rankstream.adapters.keras_metrics import COLLECTION_DEFAULTS, keras_rs_conventions
+from rankstream.adapters.keras_metrics import COLLECTION_DEFAULTS, keras_rs_conventions, with_confidence
 from rankstream.adapters.keras_state import add_to
 from rankstream.core.backends.keras_catalog import DEFAULT_CHUNK_SIZE, check_chunk_size, slot_counts
 from rankstream.core.backends.keras_ops import is_tracing, keras_ops, x64_enabled
@@ -38,10 +38,41 @@ CATALOG_TIES = ("expected", "first")
 def _check_ties(ties: Any) -> str:
     if ties not in CATALOG_TIES:
         raise ValueError(
-            f"ties must be one of {CATALOG_TIES} over a catalog ('expected': the mean over every order of "
-            f"the tied items, the expectation of keras-rs's shuffled ties), got {ties!r}"
+            f"ties must be one of {CATALOG_TIES} over a catalog in Keras, got {ties!r}: 'expected' is the "
+            "exact mean of every metric over the random orders of the tied items (the expectation of "
+            "keras-rs's shuffled ties, reproducible); one drawn order is "
+            "rankstream.catalog.CatalogMetrics(..., ties='random', seed=...) on the host"
         )
     return ties
+
+
+def _check_chance(chance: Any) -> None:
+    """``chance=False`` only: the chance moments need scipy's special functions on the host
+    (the kernel refuses what is not a bool)."""
+    if chance is True:
+        raise ValueError(
+            "chance=True is not counted over a catalog in Keras (the moments under a random ranking "
+            "need scipy's special functions on the host); rankstream.catalog.CatalogMetrics(..., "
+            "chance=True) reports them, got chance=True"
+        )
+
+
+def _out_of_range(ids: Any, n: int) -> tuple[Any, Any]:
+    """``(as_float, bad)``: the ids as floats (float64 where the backend has it) and where they
+    are not whole numbers in ``[-1, n)``."""
+    as_float = K.cast(ids, "float64" if x64_enabled() else "float32")
+    whole = K.equal(as_float, K.round(as_float))
+    in_range = K.logical_and(K.greater_equal(as_float, -1.0), K.less(as_float, float(n)))
+    return as_float, K.logical_not(K.logical_and(whole, in_range))
+
+
+def _raise_at(flag: Any, got: Any, message: str) -> None:
+    """Eagerly a ValueError ``message`` with the first (row, slot) places ``flag`` marks and
+    ``got``'s values there, where it marks any."""
+    if bool(K.convert_to_numpy(K.any(flag))):
+        where = np.argwhere(K.convert_to_numpy(flag))[:5].tolist()
+        values = K.convert_to_numpy(got)
+        raise ValueError(f"{message}; at (row, slot) {where}: {[float(values[i, j]) for i, j in where]}")
 
 
 def _check_id_rows(ids: Any, b: Any, what: str, expected: str) -> None:
@@ -106,20 +137,35 @@ class CatalogMetrics(KernelMetric):
             ``Embedding`` (read at every update), or a callable returning them. On JAX a live
             table must be read in ``compute_loss`` (docs/factorized_top_k.md).
         chunk_size: candidates scored at a time.
-        ties: ``"expected"`` (default) or ``"first"``.
+        ties: ``"expected"`` (default: the exact mean over the random orders of the tied items)
+            or ``"first"``; one drawn order (``"random"``) is ``rankstream.catalog.CatalogMetrics``'s.
         empty: ``"zero"`` (keras-rs: a query without a relevant item scores 0) or ``"skip"``.
         name, dtype, state_dtype, prefix: as for :class:`rankstream.keras.ListMetrics`.
+        confidence: None (default) or a level in (0, 1), e.g. 0.95: as for
+            :class:`rankstream.keras.ListMetrics`, every name is followed by ``name + "_stderr"``,
+            ``"_ci_low"``, ``"_ci_high"`` and ``"_count"`` (the standard error of the weighted
+            mean over the queries, ``sqrt`` of the kernel's variance of the mean from ``sum w^2``,
+            ``sum w^2 v``, ``sum w^2 v^2``; Student's ``t`` interval ``value -+ t_{(1 + level) / 2,
+            count - 1} * stderr``; the queries counted), from the same per-query values.
+        chance: False only: the chance-adjusted forms need scipy's special functions on the host
+            and are not counted in ``keras.ops``; ``True`` raises a ValueError pointing to
+            ``rankstream.catalog.CatalogMetrics(..., chance=True)``, which reports them.
     """
 
     _config = ("metrics", "chunk_size", "ties", "empty", "prefix")
 
     def __init__(self, metrics: Sequence[str], candidates: Any, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
                  ties: str = "expected", empty: str = "zero", name: str | None = "catalog_metrics",
-                 dtype: Any = None, state_dtype: str | None = None, prefix: str = "") -> None:  # fmt: skip
+                 dtype: Any = None, state_dtype: str | None = None, prefix: str = "",
+                 confidence: float | None = None, chance: bool = False) -> None:  # fmt: skip
         self.metrics, self.ties, self.empty = list(metrics), _check_ties(ties), empty
         self.chunk_size = check_chunk_size(chunk_size)
+        _check_chance(chance)
+        self.confidence = confidence
         conventions = keras_rs_conventions(False, ties)
-        kernel = ListMetricsKernel(metrics, COLLECTION_DEFAULTS, empty=empty, **conventions)
+        kernel = ListMetricsKernel(
+            metrics, COLLECTION_DEFAULTS, empty=empty, confidence=confidence, chance=chance, **conventions
+        )
         for member, k in kernel.members.items():
             if k.name not in SUPPORTED:
                 raise ValueError(
@@ -131,7 +177,7 @@ class CatalogMetrics(KernelMetric):
         self._work = "float64" if x64_enabled() else "float32"
 
     def get_config(self) -> dict[str, Any]:
-        config = super().get_config()
+        config = with_confidence(super().get_config(), self.confidence)
         config["metrics"] = list(self.metrics)
         return config
 
@@ -250,23 +296,15 @@ class CatalogMetrics(KernelMetric):
     def _check_ids(self, ids: Any, grades: Any, n: int, traced: bool) -> Any:
         """Eagerly a ValueError for ids out of ``[-1, N)``, not whole numbers, repeated in a
         row, or with grades not > 0 (None returned); traced the rows holding such data."""
-        as_float = K.cast(ids, "float64" if x64_enabled() else "float32")
-        whole = K.equal(as_float, K.round(as_float))
-        in_range = K.logical_and(K.greater_equal(as_float, -1.0), K.less(as_float, float(n)))
-        bad = K.logical_not(K.logical_and(whole, in_range))
+        as_float, bad = _out_of_range(ids, n)
         real = K.greater_equal(as_float, 0.0)
         bad_grade = K.logical_and(real, K.logical_not(K.greater(grades, 0.0)))
         same = K.logical_and(K.equal(as_float[:, :, None], as_float[:, None, :]), real[:, :, None])
         repeat = K.any(K.logical_and(same, K.cast(1 - K.eye(ids.shape[1]), "bool")[None]), axis=(1, 2))
         if traced:
             return K.any(K.logical_or(bad, bad_grade), axis=1) | repeat
-        for flag, what in ((bad, f"ids in [-1, {n}) (-1 pads)"), (bad_grade, "grades > 0 at every id")):
-            if bool(K.convert_to_numpy(K.any(flag))):
-                where = np.argwhere(K.convert_to_numpy(flag))[:5].tolist()
-                got = K.convert_to_numpy(as_float if flag is bad else grades)
-                raise ValueError(
-                    f"y_true must hold {what}; at (row, slot) {where}: {[float(got[i, j]) for i, j in where]}"
-                )
+        _raise_at(bad, as_float, f"y_true must hold ids in [-1, {n}) (-1 pads)")
+        _raise_at(bad_grade, grades, "y_true must hold grades > 0 at every id")
         if bool(K.convert_to_numpy(K.any(repeat))):
             rows = np.nonzero(K.convert_to_numpy(repeat))[0][:5]
             raise ValueError(
@@ -295,26 +333,14 @@ def excluded_once(exclude: Any, ids: Any, n: int, traced: bool) -> tuple[Any, An
     (its first slot; repeats and pads -1: the host form's exclusions are a set), and traced the
     rows holding an id out of ``[-1, N)`` or not whole, or a relevant id also excluded (None
     eagerly: a ValueError naming ``exclude`` instead)."""
-    as_float = K.cast(exclude, "float64" if x64_enabled() else "float32")
-    bad = K.logical_not(
-        K.logical_and(
-            K.equal(as_float, K.round(as_float)),
-            K.logical_and(K.greater_equal(as_float, -1.0), K.less(as_float, float(n))),
-        )
-    )
+    as_float, bad = _out_of_range(exclude, n)
     real = K.greater_equal(as_float, 0.0)
     rel = K.cast(ids, as_float.dtype)
     both = K.logical_and(K.equal(as_float[:, :, None], rel[:, None, :]), real[:, :, None])
     both = K.any(both, axis=2)
     if not traced:
         for flag, what in ((bad, f"ids in [-1, {n}) (-1 pads)"), (both, "no id of the row's relevant ids")):
-            if bool(K.convert_to_numpy(K.any(flag))):
-                where = np.argwhere(K.convert_to_numpy(flag))[:5].tolist()
-                got = K.convert_to_numpy(as_float)
-                raise ValueError(
-                    f"y_true['exclude'] must hold {what} (an excluded item is not ranked); at (row, slot) "
-                    f"{where}: {[float(got[i, j]) for i, j in where]}"
-                )
+            _raise_at(flag, as_float, f"y_true['exclude'] must hold {what} (an excluded item is not ranked)")
     e = int(exclude.shape[1])
     earlier = K.cast(K.tril(K.ones((e, e)), -1), "bool")[None]  # slot s' < s
     repeat = K.any(K.logical_and(K.equal(as_float[:, :, None], as_float[:, None, :]), earlier), axis=2)

@@ -68,6 +68,15 @@ def dense(names, ties, batches, empty="zero"):
     return {key: float(v) for key, v in kernel.select(kernel.compute(total, np)).items()}
 
 
+def dense_keras(names, ties, batches, **kw):
+    """``rankstream.keras.ListMetrics`` itself (an independent path: the scores materialised,
+    selected and ranked in the dense kernel) over ``[(scores, labels, weights), ...]``."""
+    metric = ListMetrics(names, shuffle_ties=False, ties=ties, **kw)
+    for scores, labels, w in batches:
+        metric.update_state(labels, scores, sample_weight=w)
+    return metric
+
+
 def assert_close(got, want, tol=2e-5):
     assert got.keys() == want.keys()
     for key in want:
@@ -255,6 +264,7 @@ def test_bad_input_raises_and_leaves_the_state():
 JIT = BACKEND != "torch"
 U = 12
 NAMES = ["ndcg@3", "map@4", "mrr"]  # few: each compiled step holds every metric's graph
+LEVEL = 0.95  # confidence=: each name with its stderr, ci_low, ci_high and count
 
 
 def in_batch_softmax(y_true, y_pred):
@@ -267,13 +277,15 @@ class TwoTower(keras.Model):
     """User and item tables; the output stacks a query and its item ``(batch, 2, D)``. With
     ``tracked`` the catalog metric is updated in ``compute_loss`` (where JAX maps the weights)."""
 
-    def __init__(self, tracked: bool = False, **kw):
+    def __init__(self, tracked: bool = False, confidence: float | None = None, **kw):
         super().__init__(**kw)
         self.users = keras.layers.Embedding(U, D)
         self.items = keras.layers.Embedding(N, D)
         self.catalog = None
         if tracked:
-            self.catalog = CatalogMetrics(NAMES, candidates=lambda: self.items.embeddings, chunk_size=4)
+            self.catalog = CatalogMetrics(
+                NAMES, candidates=lambda: self.items.embeddings, chunk_size=4, confidence=confidence
+            )
 
     def call(self, x):
         return K.stack([self.users(x[:, 0]), self.items(x[:, 1])], axis=1)
@@ -289,11 +301,13 @@ def test_two_tower_fit_evaluate():
     TensorFlow) or ``compute_loss`` (JAX, where Keras hides the weights from compile metrics:
     reading them in such a scope raises; test_keras_factorized.py runs the trainer into it),
     ``fit`` with validation (log keys), then ``evaluate`` on the final quantised weights with
-    per-query sample weights equals the dense metric on the materialised matrix."""
+    per-query sample weights equals the dense metric on the materialised matrix, with
+    ``confidence=0.95``: every key (stderr, interval, count too) equals the dense Keras
+    ``ListMetrics`` at that level fed the same two batches of 16 (the state merged)."""
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     tracked = BACKEND == "jax"
-    model = TwoTower(tracked=tracked)
+    model = TwoTower(tracked=tracked, confidence=LEVEL)
     x = np.stack([rng.integers(0, U, 32), rng.integers(0, N, 32)], axis=1).astype("int32")
     ids = relevant_ids(rng, 32)
     ids[:, 0] = np.where(ids[:, 0] < 0, x[:, 1], ids[:, 0])
@@ -305,7 +319,9 @@ def test_two_tower_fit_evaluate():
         live = CatalogMetrics(NAMES, candidates=model.items, chunk_size=4, name="live")
         with StatelessScope(), pytest.raises(ValueError, match="JAX trainer updates compile"):
             live.update_state(ids[:H], x[:H, :1].astype("float32") + np.zeros((H, D), "float32"))
-    metrics = None if tracked else [CatalogMetrics(NAMES, candidates=model.items, chunk_size=4)]
+    metrics = None
+    if not tracked:
+        metrics = [CatalogMetrics(NAMES, candidates=model.items, chunk_size=4, confidence=LEVEL)]
     model.compile(keras.optimizers.SGD(0.3), loss=in_batch_softmax, weighted_metrics=metrics, jit_compile=JIT)
     if tracked:  # the metric is the model's own: not in the logs
         model.fit(x, ids, batch_size=16, epochs=1, verbose=0)
@@ -322,6 +338,9 @@ def test_two_tower_fit_evaluate():
     keras_dense = ListMetrics(NAMES, shuffle_ties=False, ties="expected")  # the Keras class itself
     keras_dense.update_state(dense_labels(ids), users @ items.T, sample_weight=w)
     assert_close(values(keras_dense.result()), want)
+    parts = [(users[p] @ items.T, dense_labels(ids[p]), w[p]) for p in (slice(0, 16), slice(16, 32))]
+    interval = values(dense_keras(NAMES, "expected", parts, confidence=LEVEL).result())
+    assert len(interval) == 5 * len(NAMES) and all(np.isfinite(v) for v in interval.values())
 
     def evaluated(labels) -> dict:
         """The catalog metric's values after one evaluate (the model's own metric, or its logs)."""
@@ -330,9 +349,11 @@ def test_two_tower_fit_evaluate():
             model.evaluate(x, labels, sample_weight=w, batch_size=16, verbose=0)
             return values(model.catalog.result())
         logs = model.evaluate(x, labels, sample_weight=w, batch_size=16, verbose=0, return_dict=True)
-        return {key: logs[key] for key in NAMES}
+        return {key: logs[key] for key in interval}
 
-    assert_close(evaluated(ids), want)
+    got = evaluated(ids)
+    assert_close(got, interval)
+    assert_close({key: got[key] for key in NAMES}, want)
     # an id out of the catalog: compiled, the query is left out and counted (result NaN, as the
     # dense metrics); eagerly (torch here) it raises naming y_true
     bad = ids.copy()
@@ -343,3 +364,79 @@ def test_two_tower_fit_evaluate():
         return
     got = evaluated(bad)
     assert all(np.isnan(got[key]) for key in NAMES), got
+
+
+# ------------------------------------------------------------------------------------------
+# confidence=: the interval of every metric, against the dense Keras ListMetrics
+
+INTERVAL_FIELDS = ("w2v2_sum", "w2v_sum", "w2_sum")
+
+
+def tied_catalog(seed, b=B):
+    """Quantised items and queries with two items equal for every query, a query whose relevant
+    items are those two, and relevant ids per query (rows without one included)."""
+    rng = np.random.default_rng(seed)
+    items, queries = quantised(rng, N, D), quantised(rng, b, D)
+    items[3] = items[5]
+    ids = relevant_ids(rng, b)
+    ids[0, :2] = [3, 5]
+    ids[0, 2:] = -1
+    return rng, items, queries, ids
+
+
+@pytest.mark.parametrize("ties", ["first", "expected"])
+def test_confidence_equals_dense_keras_list_metrics(ties):
+    """``confidence=0.95``: every key (value, stderr, ci_low, ci_high, count) of every metric, at
+    a cut-off inside the catalog, past it and over the whole catalog, after two updates of
+    ``H`` queries with per-query weights (zeros included), equals ``rankstream.keras.ListMetrics``
+    with the same level on the materialised matrix fed the same batches; so does every state
+    field (the interval's ``w2v2_sum``, ``w2v_sum``, ``w2_sum`` of each metric included)."""
+    rng, items, queries, ids = tied_catalog(11 if ties == "first" else 12)
+    grades = (rng.integers(1, 5, ids.shape) / 2).astype("float32")
+    w = rng.integers(0, 3, B).astype("float32")
+    w[:2] = [1.0, 2.0]
+    names = ["ndcg@3", "recall@4", "precision@11", "map", "mrr@3", "rbp@5", "r_precision", "auc", "gauc"]
+    metric = CatalogMetrics(names, candidates=items, chunk_size=7, ties=ties, confidence=LEVEL)
+    parts = (slice(0, H), slice(H, B))
+    for p in parts:
+        metric.update_state({"ids": ids[p], "grades": grades[p]}, queries[p], w[p])
+    scores, labels = queries @ items.T, dense_labels(ids, grades)
+    reference = dense_keras(names, ties, [(scores[p], labels[p], w[p]) for p in parts], confidence=LEVEL)
+    want, got = values(reference.result()), values(metric.result())
+    assert set(want) == {f"{n}{q}" for n in names for q in ("", "_stderr", "_ci_low", "_ci_high", "_count")}
+    assert_close(got, want)
+    assert all(np.isfinite(want[f"{n}_stderr"]) and want[f"{n}_stderr"] > 0 for n in ("ndcg@3", "map"))
+    assert want["mrr@3_count"] == float((w > 0).sum())  # zero-weight queries not counted
+    mine, theirs = metric.state_dict()["sums"], reference.state_dict()["sums"]
+    assert mine.keys() == theirs.keys()
+    assert {f.split("__")[-1] for f in mine} >= set(INTERVAL_FIELDS)
+    for field in mine:
+        np.testing.assert_allclose(mine[field], theirs[field], rtol=1e-6, atol=1e-6, err_msg=field)
+
+
+def test_confidence_config_chance_and_random_ties_refused():
+    """``confidence`` round-trips through the config (absent without it); ``chance=True`` and
+    ``ties="random"`` raise naming the argument and pointing to ``rankstream.catalog``;
+    ``chance=False`` is accepted."""
+    items = quantised(np.random.default_rng(4), N, D)
+    metric = CatalogMetrics(["ndcg@3", "mrr"], candidates=items, chunk_size=7, confidence=0.9, chance=False)
+    config = metric.get_config()
+    assert config["confidence"] == 0.9 and "chance" not in config
+    again = CatalogMetrics.from_config({**config, "candidates": items})
+    assert again.confidence == 0.9 and again.get_config() == config
+    assert set(values(again.result())) >= {"ndcg@3_ci_low", "mrr_count"}
+    assert "confidence" not in CatalogMetrics(["mrr"], candidates=items).get_config()
+    with pytest.raises(
+        ValueError, match=r"chance=True .*rankstream\.catalog\.CatalogMetrics\(\.\.\., chance=True\)"
+    ):
+        CatalogMetrics(["ndcg@3"], candidates=items, chance=True)
+    with pytest.raises(TypeError, match="chance must be a bool, got 'yes'"):
+        CatalogMetrics(["ndcg@3"], candidates=items, chance="yes")
+    with pytest.raises(
+        ValueError,
+        match=r"ties must be one of .*got 'random'.*'expected' is the exact mean .* random orders"
+        r".*rankstream\.catalog\.CatalogMetrics\(\.\.\., ties='random'",
+    ):
+        CatalogMetrics(["ndcg@3"], candidates=items, ties="random")
+    with pytest.raises(ValueError, match="confidence"):
+        CatalogMetrics(["ndcg@3"], candidates=items, confidence=1.5)
