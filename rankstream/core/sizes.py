@@ -239,10 +239,10 @@ class Sizes:
     #: where numba is installed (``pip install rankstream[fast]``); False: numpy's passes
     catalog_fused: bool = True
     #: the compiled pass's split of a row into dense slots and candidates (``fused.splits``): a
-    #: dense slot's two vectorised comparisons per score cost this fraction of a score's
-    #: compaction and placement as a candidate (measured end to end, CPU time, 1,024 x 100,000,
-    #: one thread: 0.0005 / 0.002 / 0.005 ran 1.55x / 1.52x / 1.73x the floor at 64 dimensions,
-    #: trained placement, and 2.02x / 2.00x / 2.03x at random)
+    #: dense slot's two vectorised comparisons per score cost this fraction of a candidate's
+    #: gathering (measured end to end, CPU time, 1,024 x 100,000, one thread, 64 dimensions:
+    #: 0.002 / 0.01 / 0.03 ran 1.64-1.70x / 1.69-1.72x / 1.59-1.69x the floor at trained
+    #: placement and 2.24-2.29x / 2.19-2.28x / 2.30-2.34x at random: flat within the noise)
     catalog_fused_dense_cost: float = 0.002
     #: the scores of a row the compiled pass reads at a time (its dense slots' loops and the
     #: candidates' scan over them while they are in the L1 cache: a 16,384-item row read once

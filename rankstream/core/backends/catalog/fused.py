@@ -1,7 +1,7 @@
 """One chunk's counts in one compiled pass per query row (numba, where it is installed): the
 same counts as :func:`~rankstream.core.backends.catalog.comparisons.count_chunk` followed by
 :func:`~rankstream.core.backends.catalog.comparisons.place`, without the comparison flags and
-candidate arrays numpy has to write between them.
+candidate arrays numpy has to write between them (the kernels: ``fused_kernels.py``).
 
 Per query row ``i`` of the chunk ``x`` ``(Q, W)`` with its sorted edges ``lo``, ``hi`` ``(Q, M)``
 (:func:`~rankstream.core.backends.catalog.comparisons.edges_in`, narrowed by
@@ -9,20 +9,20 @@ Per query row ``i`` of the chunk ``x`` ``(Q, W)`` with its sorted edges ``lo``, 
 ``D`` (:func:`splits`):
 
 * each *dense* slot ``j < D``: ``above_j += #(x > hi_j)`` and ``g_j = #(x >= lo_j)`` in one loop
-  the compiler vectorises; ``g_j - above_j = #(lo_j <= x <= hi_j)`` (``lo_j <= hi_j``), so the row
-  is scanned for the scores inside the band only where that is not 0;
+  the compiler vectorises; ``g_j - above_j = #(lo_j <= x <= hi_j)`` (``lo_j <= hi_j``), so the
+  scores inside the band are looked for only where that is not 0 (kept aside);
 * the *candidates*, the scores not below ``lo_D`` (``+inf`` where every slot is dense), NaN
-  included: a NaN is counted (the caller raises); any other is placed among the edges from
-  ``D`` on, ``p = #(hi_j < x)`` and ``q = #(lo_j <= x)`` (both prefixes of the sorted edges):
-  above the slots ``D .. p - 1``, inside the bands of ``p .. q - 1`` (kept aside).
+  included: a NaN is counted (the caller raises), every other is gathered with its column; then
+  each slot ``j >= D`` is counted over the gathered values as a dense slot over the row (the
+  scores below ``lo_D`` are below its band: ``lo_D <= lo_j``).
 
 ``found_j`` (the next chunk's split) is ``#(x >= lo_j)`` per item of width, as numpy's path
 records it. The comparisons are those of the numpy path, value for value, so the counts are the
-same integers (``tests/test_catalog_fused.py`` checks both paths on tie-heavy chunks with NaN and
-infinities).
+same integers (``tests/test_catalog_engine.py`` runs every regime of both paths, on tie-heavy
+scores with NaN and infinities, against the materialised matrix).
 
 The split ``D`` per row: the least ``2 d SIZES.catalog_fused_dense_cost + found_d`` over ``d``
-(each dense slot costs two vectorised comparisons per score; a candidate costs one placement,
+(each dense slot costs two vectorised comparisons per score; a candidate costs its gathering,
 ``found_d`` the scores per item at or above ``lo_d`` in the last chunk).
 """
 
