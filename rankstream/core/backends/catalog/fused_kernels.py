@@ -33,8 +33,9 @@ def _keep(i, j, v, c, kept, k_row, k_slot, k_value, k_col):
 
 
 @_jit
-def _band(seg, c0, i, j, low, high, kept, k_row, k_slot, k_value, k_col):
-    """Keep aside the scores of ``seg`` (columns ``c0...``) inside ``[low, high]`` for slot ``j``."""
+def _band(seg, cols, i, j, low, high, kept, k_row, k_slot, k_value, k_col):
+    """Keep aside the scores of ``seg`` (their columns ``cols``) inside ``[low, high]`` for slot
+    ``j``, looking at each score of a block only where a vectorised count found one."""
     for b0 in range(0, seg.shape[0], BLOCK):
         sub = seg[b0 : b0 + BLOCK]
         hits = 0
@@ -44,7 +45,7 @@ def _band(seg, c0, i, j, low, high, kept, k_row, k_slot, k_value, k_col):
             for c in range(sub.shape[0]):
                 v = sub[c]
                 if v >= low and v <= high:
-                    kept = _keep(i, j, v, c0 + b0 + c, kept, k_row, k_slot, k_value, k_col)
+                    kept = _keep(i, j, v, cols[b0 + c], kept, k_row, k_slot, k_value, k_col)
     return kept
 
 
@@ -88,7 +89,7 @@ def _candidates(seg, c0, t, n, cand_v, cand_c):
 
 @_jit
 def _slot(seg, cols, i, j, low, high, kept, k_row, k_slot, k_value, k_col):
-    """Slot ``j``'s counts over the scores ``seg`` (their columns ``cols``, None: ``0...``):
+    """Slot ``j``'s counts over the scores ``seg`` (their columns ``cols``):
     ``(#(x > high), #(x >= low), kept)``, the scores inside ``[low, high]`` kept aside."""
     a = 0
     g = 0
@@ -96,16 +97,7 @@ def _slot(seg, cols, i, j, low, high, kept, k_row, k_slot, k_value, k_col):
         a += seg[c] > high
         g += seg[c] >= low
     if g > a:  # scores inside the band (low <= high): kept aside
-        for b0 in range(0, seg.shape[0], BLOCK):
-            sub = seg[b0 : b0 + BLOCK]
-            hits = 0
-            for c in range(sub.shape[0]):
-                hits += (sub[c] >= low) & (sub[c] <= high)
-            if hits:
-                for c in range(sub.shape[0]):
-                    v = sub[c]
-                    if v >= low and v <= high:
-                        kept = _keep(i, j, v, cols[b0 + c], kept, k_row, k_slot, k_value, k_col)
+        kept = _band(seg, cols, i, j, low, high, kept, k_row, k_slot, k_value, k_col)
     return a, g, kept
 
 
