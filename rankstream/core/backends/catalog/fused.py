@@ -38,11 +38,14 @@ from rankstream.core import sizes as _sizes
 
 @functools.cache
 def kernel() -> Any:
-    """The compiled counting kernel, or None where numba is not installed (or
-    ``SIZES.catalog_fused`` is off: the numpy path)."""
+    """The compiled counting kernel, or None where numba cannot give it (numpy's passes count
+    the same integers): not installed, a release that does not run on this numpy (its import
+    fails), or nowhere to cache the compiled code (numba raises ``RuntimeError`` when neither the
+    package's ``__pycache__`` nor a user cache directory is writable; ``NUMBA_CACHE_DIR`` names
+    one)."""
     try:
         from rankstream.core.backends.catalog.fused_kernels import count_rows
-    except ImportError:  # numba (or a release of it that runs on this numpy) is not installed
+    except (ImportError, RuntimeError):
         return None
     return count_rows
 
