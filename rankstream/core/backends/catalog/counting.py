@@ -16,7 +16,9 @@ How a chunk is counted: each slot's score alone ``t'`` comes first (one small pr
 and block of rows, a query's lowest slots are counted *dense* (every score compared with their two
 band edges, the flags counted eight at a time) and the rest from the *candidates*, the scores at
 or above the next slot's lower edge, each placed among its query's sorted edges
-(:mod:`~rankstream.core.backends.catalog.comparisons`; the split follows a cost model). A score
+(:mod:`~rankstream.core.backends.catalog.comparisons`; the split follows a cost model); where
+numba is installed, the same counts come from one compiled pass per query row instead
+(:mod:`~rankstream.core.backends.catalog.fused`, ``SIZES.catalog_fused``). A score
 above a slot's band counts; a score inside it is kept aside (its value and item index). At the
 end, each kept score is compared with the slot's exact score, read from the item's own chunk:
 above, tied (and before the item) or below. So the counts are those of the chunk's arithmetic
@@ -152,7 +154,9 @@ def count_shard(
     scored ``chunk`` items at a time; ``approx`` and ``band`` as
     :meth:`~rankstream.core.backends.catalog.scoring.EmbeddingScorer.relevant` gives them; the excluded
     pairs ``(ex_query, ex_item)`` sorted by item (those outside the shard are ignored). Each chunk
-    is counted by :func:`~rankstream.core.backends.catalog.comparisons.count_chunk`.
+    is counted by :class:`~rankstream.core.backends.catalog.fused.FusedCounter` where numba is
+    installed, else by :func:`~rankstream.core.backends.catalog.comparisons.count_chunk` and
+    :func:`~rankstream.core.backends.catalog.comparisons.place` (the same integers).
 
     With query embeddings (a scorer that ``writes_into``), the queries are taken in the order of
     how many of their slots the first chunk's sample puts dense (:func:`dense_costs`), so a block
