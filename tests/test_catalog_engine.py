@@ -119,7 +119,7 @@ def test_without_numba_the_counts_come_from_numpys_passes(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` raises ImportError
     monkeypatch.delitem(sys.modules, "rankstream.core.backends.catalog.fused_kernels", raising=False)
-    fused.kernel.cache_clear()
+    fused.kernels.cache_clear()
     try:
         assert not fused.available()
         rng = np.random.default_rng(5)
@@ -129,7 +129,7 @@ def test_without_numba_the_counts_come_from_numpys_passes(monkeypatch):
         got = CatalogMetrics(NAMES, items, chunk_size=6).update(queries, relevant).compute()
         _assert_same(got, _reference((queries @ items.T).astype(np.float64), relevant, [[]] * 4, "first"))
     finally:
-        fused.kernel.cache_clear()
+        fused.kernels.cache_clear()
 
 
 @pytest.mark.parametrize("regime", ["dense", "candidates", "fused dense", "fused candidates"])

@@ -243,7 +243,7 @@ class Sizes:
     #: gathering (measured end to end, CPU time, 1,024 x 100,000, one thread, 64 dimensions:
     #: 0.002 / 0.01 / 0.03 ran 1.64-1.70x / 1.69-1.72x / 1.59-1.69x the floor at trained
     #: placement and 2.24-2.29x / 2.19-2.28x / 2.30-2.34x at random: flat within the noise)
-    catalog_fused_dense_cost: float = 0.002
+    catalog_fused_dense_cost: float = 0.005
     #: the scores of a row the compiled pass reads at a time (its dense slots' loops and the
     #: candidates' scan over them while they are in the L1 cache: a 16,384-item row read once
     #: per dense slot ran 5 times slower than in tiles)

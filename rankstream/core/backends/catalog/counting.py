@@ -45,7 +45,7 @@ from rankstream.core.backends.catalog.comparisons import (
     place,
     sample_found,
 )
-from rankstream.core.backends.catalog.fused import FusedCounter, available, splits
+from rankstream.core.backends.catalog.fused import FusedCounter, available
 
 
 @dataclass
@@ -158,12 +158,17 @@ def count_shard(
     installed, else by :func:`~rankstream.core.backends.catalog.comparisons.count_chunk` and
     :func:`~rankstream.core.backends.catalog.comparisons.place` (the same integers).
 
-    With query embeddings (a scorer that ``writes_into``), the queries are taken in the order of
-    how many of their slots the first chunk's sample puts dense (:func:`dense_costs`), so a block
-    of rows holds queries of one split; the counts come back in the callers' order."""
+    In numpy's passes with query embeddings (a scorer that ``writes_into``), the queries are taken
+    in the order of how many of their slots the first chunk's sample puts dense
+    (:func:`dense_costs`), so a block of rows holds queries of one split; the counts come back in
+    the callers' order (the compiled pass splits each row on its own)."""
     rows = _Rows(ids, present, approx, band)
-    if not getattr(scorer, "writes_into", False) or ids.shape[0] < 2 or rows.deepest == 0 or stop <= start:
-        return _count_rows(scorer, queries, rows, start, stop, chunk, ex_query, ex_item, None)
+    # the execution path: numba's pass where it is installed (a chunk's row under 2**31 scores:
+    # its 32-bit counters), else numpy's passes (the same integers)
+    counter = FusedCounter if available() and chunk < 2**31 else _NumpyPasses
+    sorting = getattr(scorer, "writes_into", False) and counter is _NumpyPasses  # blocks of rows
+    if not sorting or ids.shape[0] < 2 or rows.deepest == 0 or stop <= start:
+        return _count_rows(scorer, queries, counter(rows), start, stop, chunk, ex_query, ex_item, None)
     b = min(start + chunk, stop)
     x = _host(scorer.chunk(queries, start, b, ids.shape[0]))
     lo, _ = edges_in(x.dtype, rows.lo64, rows.hi64, rows.pad)
@@ -174,7 +179,7 @@ def count_shard(
     import torch
 
     first = (x[perm], found[perm])
-    part = _Rows(ids[perm], present[perm], approx[perm], band[perm])
+    part = _NumpyPasses(_Rows(ids[perm], present[perm], approx[perm], band[perm]))
     got = _count_rows(
         scorer, queries[torch.from_numpy(perm)], part, start, stop, chunk, inv[ex_query], ex_item, first
     )
@@ -225,21 +230,60 @@ class _Edges:
             lo[fresh], hi[fresh] = exact_edges(band_lo[fresh], band_hi[fresh], known)
 
 
+class _NumpyPasses:
+    """Counts a batch's chunks in numpy's passes (:func:`count_chunk`, :func:`place`): the
+    interface of :class:`~rankstream.core.backends.catalog.fused.FusedCounter`, without numba."""
+
+    def __init__(self, rows: _Rows) -> None:
+        self.rows = rows
+        self._edges = _Edges(rows)
+        self._exact = np.full(rows.ids.shape, np.nan)
+        self._flat_ids = np.where(rows.present, rows.ids, -1)
+
+    def edges(self, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(lo, hi)`` the sorted slots' edges in ``dtype``, narrowed to the exact scores known."""
+        return self._edges.get(dtype, self._exact)
+
+    def count(self, x: np.ndarray, a: int, tally: ChunkTally) -> int:
+        """Count the chunk ``x`` (items ``a...``) into ``tally`` (as ``FusedCounter.count``); the
+        number of NaN scores."""
+        ids, width = self.rows.ids, x.shape[1]
+        own = (self._flat_ids >= a) & (self._flat_ids < a + width)
+        if own.any():
+            r, c = np.nonzero(own)
+            self._exact[r, c] = x[r, ids[r, c] - a]
+            self._edges.known(np.unique(r), self._exact)  # their slots get their exact edges
+        lo, hi = self.edges(x.dtype)
+        split, cand_r, cand_c, values = count_chunk(x, a, lo, hi, dense_costs(tally.found, width), tally)
+        nan = int(np.isnan(values).sum())
+        if not nan:
+            place(cand_r, cand_c, values, lo, hi, split, 1.0, a, tally, record=True)
+        tally.found /= width
+        return nan
+
+    def sample(self, x: np.ndarray) -> np.ndarray:
+        """``(Q, M)`` the first chunk's split, estimated on a sample of its items."""
+        return sample_found(x, self.edges(x.dtype)[0])
+
+    def exact(self) -> np.ndarray:
+        """``(Q, M)`` each slot's score in its own chunk (NaN: not counted)."""
+        return self._exact
+
+
 def _count_rows(
-    scorer: Any, queries: Any, rows: _Rows, start: int, stop: int, chunk: int, ex_query: np.ndarray,
+    scorer: Any, queries: Any, counter: Any, start: int, stop: int, chunk: int, ex_query: np.ndarray,
     ex_item: np.ndarray, first: tuple[np.ndarray, np.ndarray] | None,
 ) -> CatalogCounts:  # fmt: skip
-    """:func:`count_shard` over the queries in the order given (``first``: the first chunk's
-    scores and sample, already made)."""
-    ids, present, order, pad = rows.ids, rows.present, rows.order, rows.pad
-    q, m = ids.shape
-    edges = _Edges(rows)
+    """:func:`count_shard` over the queries in the order given, each chunk counted by ``counter``
+    (:class:`_NumpyPasses` or :class:`~rankstream.core.backends.catalog.fused.FusedCounter`;
+    ``first``: the first chunk's scores and sample, already made)."""
+    rows = counter.rows
+    present, order, pad = rows.present, rows.order, rows.pad
+    q, m = present.shape
     counts = CatalogCounts(np.zeros((q, m), np.int64), np.full((q, m), np.nan), np.zeros(q, np.int64), 0)
     tally = ChunkTally(np.zeros((q, rows.deepest), np.int64))
-    flat_ids = np.where(present, ids, -1)
     trim = _sizes.SIZES.catalog_trim_every
     into, out = bool(getattr(scorer, "writes_into", False)), None
-    fused = FusedCounter() if available() else None
     for a in range(start, stop, chunk):
         b = min(a + chunk, stop)
         if first is not None:
@@ -249,40 +293,27 @@ def _count_rows(
             x = _host(out)
         else:
             x = _host(scorer.chunk(queries, a, b, q))
-        own = (flat_ids >= a) & (flat_ids < b)
-        if own.any():
-            r, c = np.nonzero(own)
-            counts.exact[r, c] = x[r, ids[r, c] - a]
-            edges.known(np.unique(r), counts.exact)  # their slots get their exact edges
-        lo, hi = edges.get(x.dtype, counts.exact)
-        width = b - a
         if tally.found is None:
-            tally.found = sample_found(x, lo)
+            tally.found = counter.sample(x)
         before = len(tally.kept)
-        if fused is not None:  # one compiled pass per row
-            nan, kept = fused.count(x, a, lo, hi, splits(tally.found), tally.above, tally.found)
-            if nan:
-                _nan_error(x, a, b)
-            tally.kept.extend(kept)
-        else:
-            split, cand_r, cand_c, values = count_chunk(x, a, lo, hi, dense_costs(tally.found, width), tally)
-            if np.isnan(values).any():
-                _nan_error(x, a, b)
-            place(cand_r, cand_c, values, lo, hi, split, 1.0, a, tally, record=True)
-            tally.found /= width
+        if counter.count(x, a, tally):
+            _nan_error(x, a, b)
         lo_ex, hi_ex = np.searchsorted(ex_item, [a, b])
-        er, ec = ex_query[lo_ex:hi_ex], ex_item[lo_ex:hi_ex] - a
-        place(er, ec, x[er, ec], lo, hi, None, -1.0, a, tally)
+        if hi_ex > lo_ex:  # excluded pairs in the chunk: subtracted where they were counted
+            er, ec = ex_query[lo_ex:hi_ex], ex_item[lo_ex:hi_ex] - a
+            lo, hi = counter.edges(x.dtype)
+            place(er, ec, x[er, ec], lo, hi, None, -1.0, a, tally)
+            counts.excluded += np.bincount(er, minlength=q)
         for r, j, v, item, w in tally.kept[before:]:
             keep = ~pad[r, j]
             counts.kept.append((r[keep], order[r[keep], j[keep]], v[keep], item[keep], w[keep]))
         del tally.kept[before:]
-        counts.excluded += np.bincount(er, minlength=q)
-        counts.items += width
+        counts.items += b - a
         del x
         if (a - start) // chunk % trim == trim - 1:
             release_freed()
     counts.above[np.arange(q)[:, None], order] = tally.above
+    counts.exact = counter.exact()
     return counts
 
 
