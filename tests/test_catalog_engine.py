@@ -71,6 +71,49 @@ def test_exact_edges_are_sorted_and_classify_as_the_exact_scores(seed, dtype):
         assert np.all(grid[grid > got_hi[r, j]].astype(np.float64) > truth)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([np.float32, np.float64]))
+def test_the_compiled_pass_narrows_edges_as_exact_edges_does(seed, dtype):
+    """The compiled pass's narrowing of a row's edges (its slots' exact scores read from the chunk,
+    some known from earlier chunks, some in other dtypes' chunks: rounded, so left banded) equals
+    numpy's :func:`exact_edges` on the same exact scores, with overlapping bands and exact scores
+    out of the approximate order (as rounding leaves them)."""
+    rng = np.random.default_rng(seed)
+    q, m, width, a = 4, 6, 12, 100
+    t = np.sort(rng.integers(-4, 5, (q, m)) * 0.25, axis=1)
+    pad = np.zeros((q, m), bool)
+    pad[0, 3:] = True
+    key = np.where(pad, np.inf, t)
+    band_lo, band_hi = edges_in(np.dtype(dtype), key - 0.3, key + 0.3, pad)
+    exact = np.where(rng.random((q, m)) < 0.4, t + rng.choice([-0.2, 0.0, 0.2], (q, m)), np.nan)
+    exact[rng.random((q, m)) < 0.2] = 0.1 + 1e-12  # not a value of float32: left banded there
+    exact[pad] = np.nan
+    ids = np.full((q, m), -1)
+    x = np.zeros((q, width), dtype)
+    for r in range(q):
+        here = rng.permutation(width)[:m]
+        for j in range(m):
+            if not pad[r, j] and np.isnan(exact[r, j]) and rng.random() < 0.5:  # in this chunk
+                ids[r, j] = a + here[j]
+                x[r, here[j]] = t[r, j] + rng.choice([-0.2, 0.0, 0.2])
+            elif not pad[r, j]:
+                ids[r, j] = rng.choice([5, 500])  # another chunk's item
+    run = fused.kernels()
+    lo, hi, got = band_lo.copy(), band_hi.copy(), exact.copy()
+    for r in range(q):
+        run._known(x, r, a, ids, band_lo, band_hi, lo, hi, got, np.empty(m, dtype))
+    chunk_own = (ids >= a) & (ids < a + width)
+    want = exact.copy()
+    rows, cols = np.nonzero(chunk_own)
+    want[rows, cols] = x[rows, ids[rows, cols] - a]
+    np.testing.assert_array_equal(got, want)
+    ref_lo, ref_hi = exact_edges(band_lo, band_hi, want)
+    fresh = chunk_own.any(axis=1)  # rows without a slot in the chunk keep their edges
+    np.testing.assert_array_equal(lo[fresh], ref_lo[fresh])
+    np.testing.assert_array_equal(hi[fresh], ref_hi[fresh])
+    np.testing.assert_array_equal(lo[~fresh], band_lo[~fresh])
+
+
 def _reference(scores, relevant, exclude, ties):
     labels = np.zeros(scores.shape)
     valid = np.ones(scores.shape, bool)
