@@ -92,14 +92,19 @@ def _words(seg, t, words):
 
 
 @_jit
-def _gather(seg, c0, t, words, n, cand_v, cand_c):
+def _gather(seg, c0, t, words, nz, n, cand_v, cand_c):
     """Append the scores of ``seg`` (columns ``c0...``) not below ``t`` (NaN included) to the
     row's candidates ``cand_v``, ``cand_c`` (``n`` so far); the new ``n``. Each whole block's word
-    of flags (:func:`_words`) has its set bits visited lowest first (no branch per score); the
-    last partial block is looked at score by score."""
+    of flags (:func:`_words`) with a bit set (``nz``: their list) has its set bits visited lowest
+    first (no branch per score); the last partial block is looked at score by score."""
     nb = _words(seg, t, words)
     one = np.uint64(1)
-    for b in range(nb):
+    k = 0
+    for b in range(nb):  # the blocks with a candidate, listed without a branch (fewer mispredicted)
+        nz[k] = b
+        k += words[b] != 0
+    for kk in range(k):
+        b = nz[kk]
         word = words[b]
         while word:
             low = word & (~word + one)
@@ -178,6 +183,7 @@ def count_rows(x, a, ids, band_lo, band_hi, lo, hi, exact, split, c, tile, above
     cand_v = np.empty(width, x.dtype)
     cand_c = np.empty(width, np.int64)
     words = np.empty(tile // BLOCK + 1, np.uint64)
+    nz = np.empty(tile // BLOCK + 1, np.int64)
     tmp = np.empty(max(m, 1), x.dtype)
     cols = np.arange(width)
     dense = np.empty(q, np.int64)
@@ -202,7 +208,7 @@ def count_rows(x, a, ids, band_lo, band_hi, lo, hi, exact, split, c, tile, above
                     kept = _band(seg, cols[c0:], i, j, lo[i, j], hi[i, j], kept, *out)
                 above[i, j] += a_
                 found[i, j] += g
-            n = _gather(seg, c0, t, words, n, cand_v, cand_c)
+            n = _gather(seg, c0, t, words, nz, n, cand_v, cand_c)
         for j in range(d, m):
             a_, g = _count(cand_v, n, lo[i, j], hi[i, j])
             if g > a_:
