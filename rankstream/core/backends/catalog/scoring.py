@@ -107,12 +107,18 @@ class EmbeddingScorer:
         of a query is the largest of its slots'; a shard computes them for the items it holds)."""
         import torch
 
-        rows = torch.index_select(self.items, 0, torch.from_numpy(ids.reshape(-1)))  # 6x items[ids]'s speed
-        e = self._normal(rows).reshape(*ids.shape, self.dim)
-        prod = queries.to(torch.float64)[:, None, :] * e.to(torch.float64)
-        t = prod.sum(-1).numpy()
+        q, m = ids.shape
+        t, total = np.empty((q, m)), np.empty((q, m))  # total: sum_k |q_k e_k|
+        step = max(1, _sizes.SIZES.catalog_relevant_values // max(m * self.dim, 1))
+        for r0 in range(0, q, step):  # blocks of queries: float64 temporaries of a few hundred KiB
+            r1 = min(r0 + step, q)
+            idx = torch.from_numpy(np.ascontiguousarray(ids[r0:r1]).reshape(-1))
+            e = self._normal(torch.index_select(self.items, 0, idx)).reshape(r1 - r0, m, self.dim)
+            e, qq = e.to(torch.float64), queries[r0:r1].to(torch.float64)[:, :, None]
+            t[r0:r1] = torch.bmm(e, qq)[..., 0].numpy()
+            total[r0:r1] = torch.bmm(e.abs(), qq.abs())[..., 0].numpy()  # not in place: qq may be theirs
         u = float(torch.finfo(self.dtype).eps) / 2.0
-        bound = (self.dim + 2) * u * 1.01 * prod.abs().sum(-1).numpy() + float(torch.finfo(self.dtype).tiny)
+        bound = (self.dim + 2) * u * 1.01 * total + float(torch.finfo(self.dtype).tiny)
         return t, bound
 
 
