@@ -238,11 +238,12 @@ class Sizes:
     #: count each chunk in one compiled pass per query row (``core/backends/catalog/fused.py``)
     #: where numba is installed (``pip install rankstream[fast]``); False: numpy's passes
     catalog_fused: bool = True
-    #: the compiled pass's split of a row into dense slots and candidates (``fused.splits``): a
-    #: dense slot's two vectorised comparisons per score cost this fraction of a candidate's
-    #: gathering (measured end to end, CPU time, 1,024 x 100,000, one thread, 64 dimensions:
-    #: 0.002 / 0.01 / 0.03 ran 1.64-1.70x / 1.69-1.72x / 1.59-1.69x the floor at trained
-    #: placement and 2.24-2.29x / 2.19-2.28x / 2.30-2.34x at random: flat within the noise)
+    #: the compiled pass's split of a row into dense slots and candidates (``fused_kernels._split``):
+    #: a dense slot's two vectorised comparisons per score cost this fraction of a candidate's
+    #: gathering (end to end, CPU time, 1,024 x 200,000, one thread, the floor's multiple:
+    #: 0.005 / 0.01 / 0.02 ran 1.25 / 1.28 / 1.28x at 64 dimensions and 1.09 / 1.08 / 1.09x at
+    #: 256, trained placement; 0.002 / 0.005 / 0.01 / 0.02 ran 1.51 / 1.52 / 1.56 / 1.59x at 64
+    #: dimensions, random placement)
     catalog_fused_dense_cost: float = 0.005
     #: the scores of a row the compiled pass reads at a time (its dense slots' loops and the
     #: candidates' scan over them while they are in the L1 cache: a 16,384-item row read once
