@@ -254,6 +254,11 @@ class CatalogRankEvaluator:
         confidence: a level for standard errors and intervals, or None.
         slice_size: entities per slice; by default :func:`default_slice_size` of ``memory``
             bytes (:data:`~rankstream.catalog.MEMORY_BUDGET` when None).
+        shard, reduce: the entities split over processes: this process scores the entities
+            ``shard=(start, stop)`` only, and ``reduce`` (a SUM over processes, e.g.
+            :func:`rankstream.distributed.sum_over_processes`) sums the counts, so every process
+            gets the whole report. Every process then calls :meth:`update` with the same
+            triples; the nonempty shards must tile ``[0, num_entities)``.
     """
 
     def __init__(
@@ -265,7 +270,16 @@ class CatalogRankEvaluator:
         confidence: float | None = None,
         slice_size: int | None = None,
         memory: int | None = None,
+        shard: tuple[int, int] | None = None,
+        reduce: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
+        if (shard is None) != (reduce is None):
+            raise ValueError(
+                "entities split over processes need both shard=(start, stop) and reduce= (a SUM over "
+                f"processes, e.g. rankstream.distributed.sum_over_processes()), got shard={shard!r} "
+                f"and reduce={reduce!r}"
+            )
+        self.shard, self.reduce = shard, reduce
         if isinstance(targets, str) or not targets or len(set(targets)) != len(targets):
             raise ValueError(f"targets must be a non-empty sequence of distinct {TARGETS}, got {targets!r}")
         self.targets = tuple(_check_target(t) for t in targets)
@@ -306,7 +320,7 @@ class CatalogRankEvaluator:
         size = self.slice_size or default_slice_size(model, host.shape[0], self.memory)
         ranks = relevant_ranks(
             queries, host[:, _COLUMN[target], None], score=score, num_items=entities, exclude=exclude,
-            chunk_size=size,
+            chunk_size=size, shard=self.shard, reduce=self.reduce,
         )  # fmt: skip
         r = rank_types(ranks)
         w = None if weights is None else weights[r["query"]]
@@ -354,6 +368,8 @@ def evaluate_model(
     confidence: float | None = None,
     macro: bool = False,
     mode: Any = None,
+    shard: tuple[int, int] | None = None,
+    reduce: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> RankBasedResults:
     """PyKEEN's ``RankBasedEvaluator(filtered=filtered).evaluate(model, mapped_triples,
     additional_filter_triples=..., targets=...)``, each batch of ``batch_size`` triples scored
@@ -363,7 +379,9 @@ def evaluate_model(
     ``additional_filter_triples``: an ``(n, 3)`` array or tensor or a list of them (the training
     and validation triples), known besides ``mapped_triples`` in the filtered setting. ``macro``:
     PyKEEN's ``MacroRankBasedEvaluator`` instead, each triple weighted by 1 / the number of
-    ``mapped_triples`` sharing its query (:func:`rankstream.filtering.macro_weights`)."""
+    ``mapped_triples`` sharing its query (:func:`rankstream.filtering.macro_weights`).
+    ``shard``, ``reduce``: the entities split over processes (:class:`CatalogRankEvaluator`); every
+    process calls this with the same triples and gets the whole report."""
     for name, flag in (("filtered", filtered), ("macro", macro)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, got {flag!r}")
@@ -371,8 +389,9 @@ def evaluate_model(
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     entities, relations = _model_sizes(model)
     evaluator = CatalogRankEvaluator(
-        ks, targets=targets, metrics=metrics, confidence=confidence, slice_size=slice_size, memory=memory
-    )
+        ks, targets=targets, metrics=metrics, confidence=confidence, slice_size=slice_size, memory=memory,
+        shard=shard, reduce=reduce,
+    )  # fmt: skip
     test = _host_triples(mapped_triples, "mapped_triples", entities, relations)
     index = None
     if filtered:

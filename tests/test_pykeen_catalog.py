@@ -490,3 +490,54 @@ def test_rank_sums_equal_the_dense_kernels_sums(seed, rows, width, weighted):
         np.testing.assert_allclose(ours[field], np.asarray(value, dtype=np.float64), rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="side must be one of"):
         kernel.rank_sums(opt, pes, n, side="both")
+
+
+#: Nations' 14 entities split unevenly (one shard empty among three)
+ENTITY_SHARDS = {2: [(0, 5), (5, 14)], 3: [(0, 6), (6, 6), (6, 14)]}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_entities_split_over_workers_match_pykeen(world):
+    """Nations' entities split unevenly over ``world`` workers, each scoring only its shard in
+    slices of 3 and summing the counts through a SUM over the workers (threads meeting at a
+    barrier: the reduce a process group gives, tests/_catalog_dist.py), with the tied model (its
+    ties straddle the shards' cuts): every worker's report equals PyKEEN's filtered evaluator on
+    the whole entity set."""
+    from _catalog_dist import thread_world
+
+    data = with_ties("nations")
+    assert data["num_entities"] == 14
+
+    scored = [set() for _ in range(world)]
+
+    class Worker:  # the model as one worker holds it: records the entities it is asked to score
+        def __init__(self, rank):
+            self.rank = rank
+
+        def __getattr__(self, name):
+            return getattr(data["model"], name)
+
+        def predict(self, triples, target, ids, **kwargs):
+            scored[self.rank].update(ids.tolist())
+            return data["model"].predict(triples, target=target, ids=ids, **kwargs)
+
+    def run(rank, reduce):
+        kw = dict(additional_filter_triples=data["extra"], slice_size=3, batch_size=64)
+        return evaluate_model(
+            Worker(rank), data["test"], shard=ENTITY_SHARDS[world][rank], reduce=reduce, **kw
+        ).to_flat_dict()
+
+    theirs = pykeen_filtered(data)
+    for result in thread_world(world, run):
+        assert "error" not in result, result
+        compare(result, theirs)
+    for rank, (start, stop) in enumerate(ENTITY_SHARDS[world]):
+        assert scored[rank] == set(range(start, stop)), (rank, sorted(scored[rank]))
+
+
+def test_a_shard_needs_its_reduce():
+    """``shard=`` without ``reduce=`` (or the reverse) is refused at construction, naming both."""
+    with pytest.raises(ValueError, match=r"shard=\(start, stop\) and reduce=.*got shard=\(0, 5\)"):
+        CatalogRankEvaluator(shard=(0, 5))
+    with pytest.raises(ValueError, match="got shard=None"):
+        CatalogRankEvaluator(reduce=lambda x: x)
